@@ -1,0 +1,23 @@
+// A plain node:http app, run by graceful-cluster:
+//   npx graceful-cluster --workers 2 examples/hello/server.js
+// Then: curl localhost:3000/  (Ctrl-C or kill -TERM <primary pid> to watch it drain)
+import http from 'node:http';
+import {attach} from 'graceful-cluster/worker';
+
+const port = Number(process.env.PORT ?? 3000);
+
+const server = http.createServer((request, response) => {
+	const url = new URL(request.url ?? '/', 'http://localhost');
+	// /slow?ms=5000 answers after a while: start one, send SIGTERM, see it finish.
+	const delay = Math.min(Number(url.searchParams.get('ms') ?? 0), 60_000);
+	setTimeout(() => {
+		response.end(`hello from pid ${process.pid}\n`);
+	}, url.pathname === '/slow' ? delay : 0);
+});
+
+attach(server).onShutdown(async () => {
+	// Close database pools, flush queues, ... here: every request has finished.
+	console.log(JSON.stringify({msg: 'example: shutdown hook ran', pid: process.pid}));
+});
+
+server.listen(port);

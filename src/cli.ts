@@ -1,0 +1,49 @@
+#!/usr/bin/env node
+/**
+ * The `graceful-cluster` command. A shim: parse, start the primary, exit with
+ * the code it settles on (exit-codes.ts). No logic lives here.
+ */
+import {parseArgs, type ParseResult} from './args.js';
+import {UsageError} from './errors.js';
+import {ExitCode} from './exit-codes.js';
+import {createLogger} from './logger.js';
+import {Primary} from './primary/index.js';
+
+let result: ParseResult;
+try {
+	result = parseArgs(process.argv.slice(2));
+} catch (error) {
+	if (error instanceof UsageError) {
+		process.stderr.write(`graceful-cluster: ${error.message}\n`);
+		process.exit(ExitCode.USAGE);
+	}
+
+	throw error;
+}
+
+if (result.kind === 'print') {
+	process.stdout.write(`${result.text}\n`);
+	process.exit(ExitCode.OK);
+}
+
+const {options, workerCount} = result;
+const logger = createLogger({role: 'primary', level: options.logLevel});
+logger.info({
+	script: options.script,
+	args: options.args,
+	workers: options.workers,
+	workersFrom: workerCount ? workerCount.source : 'flag',
+	...(workerCount?.cpuLimit === undefined ? {} : {cpuLimit: workerCount.cpuLimit}),
+	availableParallelism: workerCount?.availableParallelism,
+	servePeriodMs: options.settings.servePeriodMs,
+	rejectPeriodMs: options.settings.rejectPeriodMs,
+	gracePeriodMs: options.settings.gracePeriodMs,
+}, 'starting workers');
+
+process.on('uncaughtException', error => {
+	logger.fatal({err: error}, 'graceful-cluster crashed; please report this');
+	process.exit(ExitCode.INTERNAL);
+});
+
+const code = await new Primary(options, logger).run();
+process.exit(code);

@@ -1,0 +1,31 @@
+/**
+ * Every way the primary can end, and the code it exits with.
+ *
+ * Orchestrators read these: Kubernetes shows the code in `lastState.terminated`,
+ * systemd in `ExecMainStatus`. A clean drain is 0, never 143, because a pod that
+ * shut down exactly as designed must not look like a crash (immich PR #30846).
+ * We never re-raise the signal to get a code: as PID 1 a re-raised SIGTERM with
+ * no handler is ignored.
+ */
+export const ExitCode = {
+	/** Every worker drained and exited on its own. */
+	OK: 0,
+	/** A bug in graceful-cluster itself. Please report it. */
+	INTERNAL: 1,
+	/** Bad flags, environment values or a missing script. Nothing was started. */
+	USAGE: 2,
+	/** The grace period ran out; the workers left were killed with SIGKILL. */
+	DEADLINE: 3,
+	/** A second SIGTERM/SIGINT arrived during the drain; the workers were killed at once. */
+	SECOND_SIGNAL: 4,
+	/** A worker died during the drain without reporting that it had drained. */
+	WORKER_LOST: 5,
+	/** The app failed to start (crashed or never listened) several times in a row. */
+	START_FAILED: 6,
+} as const;
+
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+/** The code a standalone (`node server.js`) app exits with, same meanings as above. */
+export const exitCodeName = (code: number): string =>
+	Object.entries(ExitCode).find(([, value]) => value === code)?.[0] ?? 'UNKNOWN';

@@ -1,0 +1,27 @@
+/**
+ * JSON lines on stdout, one logger per process, marked with its role so the
+ * primary's and the workers' lines can be told apart in one container log.
+ *
+ * pino writes synchronously to stdout by default, which is what we want: the
+ * last lines before `process.exit` (the drain summary) must not be lost.
+ */
+import {pino, type Logger, type LevelWithSilent} from 'pino';
+
+export type {Logger} from 'pino';
+
+export const LOG_LEVELS: readonly LevelWithSilent[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+export interface LoggerOptions {
+	readonly role: 'primary' | 'worker' | 'standalone';
+	readonly level: string;
+	readonly workerId?: number | undefined;
+}
+
+export function createLogger({role, level, workerId}: LoggerOptions): Logger {
+	return pino({
+		level,
+		base: workerId === undefined ? {role, pid: process.pid} : {role, pid: process.pid, worker: workerId},
+		// Level names instead of numbers: people read these in `kubectl logs`.
+		formatters: {level: label => ({level: label})},
+	});
+}

@@ -1,0 +1,96 @@
+/**
+ * Every IPC message graceful-cluster sends, in one place.
+ *
+ * The app shares the IPC channel with us (`process.send`), so each of our messages
+ * sits inside an envelope keyed `gracefulCluster` with a protocol version, the way
+ * Node's own cluster module tags its messages `cmd: 'NODE_CLUSTER'`. Anything
+ * without the envelope belongs to the app and is left alone. The CLI and the
+ * app's copy of the worker helper can be different installs, hence the version.
+ */
+export const PROTOCOL_VERSION = 1;
+const KEY = 'gracefulCluster';
+
+/** Primary -> worker: the signal arrived. Durations count from the moment the worker reads this. */
+export interface DrainMessage {
+	readonly type: 'drain';
+	readonly servePeriodMs: number;
+	readonly rejectPeriodMs: number;
+	readonly gracePeriodMs: number;
+}
+
+/** Worker -> primary: the app called `attach()`, so this worker drains itself. */
+export interface AttachedMessage {
+	readonly type: 'attached';
+}
+
+/** Worker -> primary, during a drain, throttled: requests still running. */
+export interface InflightMessage {
+	readonly type: 'inflight';
+	readonly inflight: number;
+	readonly served: number;
+	readonly rejected: number;
+}
+
+/** Worker -> primary: nothing in flight, hooks ran, about to exit 0. */
+export interface DrainedMessage {
+	readonly type: 'drained';
+	readonly served: number;
+	readonly rejected: number;
+	readonly durationMs: number;
+}
+
+export type ToWorker = DrainMessage;
+export type ToPrimary = AttachedMessage | InflightMessage | DrainedMessage;
+export type Message = ToWorker | ToPrimary;
+
+export function envelope(message: Message): Record<string, unknown> {
+	return {[KEY]: {v: PROTOCOL_VERSION, ...message}};
+}
+
+export type Parsed<T> =
+	| {readonly kind: 'ours'; readonly message: T}
+	| {readonly kind: 'foreign'}
+	| {readonly kind: 'invalid'; readonly reason: string};
+
+const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+
+/** Which fields each message must carry, all non-negative integers. */
+const FIELDS: Record<Message['type'], readonly string[]> = {
+	drain: ['servePeriodMs', 'rejectPeriodMs', 'gracePeriodMs'],
+	attached: [],
+	inflight: ['inflight', 'served', 'rejected'],
+	drained: ['served', 'rejected', 'durationMs'],
+};
+
+/**
+ * Sorts a raw IPC message into ours, foreign (the app's), or ours but malformed.
+ * Never throws, whatever the app sends: a primary that crashes on a bad message
+ * would drop every request of every worker.
+ */
+export function parseMessage<T extends Message>(raw: unknown, accept: ReadonlyArray<T['type']>): Parsed<T> {
+	if (typeof raw !== 'object' || raw === null || !Object.hasOwn(raw, KEY)) {
+		return {kind: 'foreign'};
+	}
+
+	const body = (raw as Record<string, unknown>)[KEY];
+	if (typeof body !== 'object' || body === null) {
+		return {kind: 'invalid', reason: 'envelope is not an object'};
+	}
+
+	const {v, type} = body as Record<string, unknown>;
+	if (v !== PROTOCOL_VERSION) {
+		return {kind: 'invalid', reason: `protocol version ${String(v)}, expected ${PROTOCOL_VERSION}: the app's graceful-cluster and the CLI's differ, install one version`};
+	}
+
+	if (typeof type !== 'string' || !(accept as readonly string[]).includes(type)) {
+		return {kind: 'invalid', reason: `unexpected message type ${JSON.stringify(type)?.slice(0, 40)}`};
+	}
+
+	for (const field of FIELDS[type as Message['type']]) {
+		if (!isCount((body as Record<string, unknown>)[field])) {
+			return {kind: 'invalid', reason: `${type}.${field} is not a non-negative integer`};
+		}
+	}
+
+	return {kind: 'ours', message: body as T};
+}

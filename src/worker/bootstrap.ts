@@ -1,0 +1,32 @@
+/**
+ * Preloaded into every worker by the primary (`node --import <this> app.js`),
+ * before the app's first line runs. Two jobs:
+ *
+ * 1. Keep the worker alive on a direct SIGTERM or SIGINT. A terminal's Ctrl-C
+ *    signals the whole foreground process group and systemd's default
+ *    `KillMode=control-group` signals every process of the unit, so workers get
+ *    the signal too (RESEARCH.md fact 5). Dying there would drop the requests in
+ *    flight; instead the worker waits for the primary's drain message.
+ * 2. Open the IPC channel that `attach()` uses, so a drain that arrives while the
+ *    app is still starting is not lost.
+ *
+ * A worker whose app never calls `attach()` still gets a basic drain: the primary
+ * disconnects it when the reject phase ends and kills it at the deadline.
+ */
+import cluster from 'node:cluster';
+import {createLogger} from '../logger.js';
+import {openChannel} from './channel.js';
+
+const workerId = cluster.worker?.id ?? 0;
+const logger = createLogger({role: 'worker', level: process.env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info', workerId});
+
+openChannel(workerId, reason => {
+	logger.warn({reason}, 'ignored a malformed graceful-cluster message from the primary');
+});
+
+const onSignal = (signal: NodeJS.Signals): void => {
+	logger.info({signal}, 'signal received by the worker; waiting for the primary to drain it');
+};
+
+process.on('SIGTERM', onSignal);
+process.on('SIGINT', onSignal);

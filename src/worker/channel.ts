@@ -1,0 +1,67 @@
+/**
+ * The worker's end of the IPC channel, shared between the bootstrap (which the
+ * primary preloads into every worker with `--import`, before the app) and the
+ * `attach()` helper (which the app loads, maybe from its own copy of this
+ * package). They meet on a global registered under a versioned `Symbol.for` key,
+ * so two installed copies still find each other.
+ *
+ * The bootstrap receives the drain message even when the app has not called
+ * `attach()` yet (still starting) and keeps it; `attach()` then starts its drain
+ * late with the time already spent subtracted.
+ */
+import {performance} from 'node:perf_hooks';
+import {envelope, parseMessage, type DrainMessage, type ToPrimary} from '../protocol.js';
+
+export interface ReceivedDrain {
+	readonly message: DrainMessage;
+	/** `performance.now()` when the bootstrap read it. */
+	readonly receivedAt: number;
+}
+
+export interface WorkerChannel {
+	readonly v: 1;
+	readonly workerId: number;
+	drain: ReceivedDrain | undefined;
+	readonly listeners: Set<(drain: ReceivedDrain) => void>;
+	send(message: ToPrimary, callback?: () => void): void;
+}
+
+const KEY = Symbol.for('graceful-cluster.worker-channel.v1');
+
+export function getChannel(): WorkerChannel | undefined {
+	return (globalThis as Record<symbol, WorkerChannel | undefined>)[KEY];
+}
+
+/**
+ * Opens the channel; called by the bootstrap only. Foreign messages (the app's)
+ * are left to the app's own `'message'` listeners; ours that are malformed are
+ * reported through `onInvalid`.
+ */
+export function openChannel(workerId: number, onInvalid: (reason: string) => void): WorkerChannel {
+	const channel: WorkerChannel = {
+		v: 1,
+		workerId,
+		drain: undefined,
+		listeners: new Set(),
+		send(message, callback) {
+			if (process.connected && process.send) {
+				process.send(envelope(message), undefined, undefined, callback ? () => callback() : undefined);
+			} else {
+				callback?.();
+			}
+		},
+	};
+	process.on('message', (raw: unknown) => {
+		const parsed = parseMessage<DrainMessage>(raw, ['drain']);
+		if (parsed.kind === 'invalid') {
+			onInvalid(parsed.reason);
+		} else if (parsed.kind === 'ours' && channel.drain === undefined) {
+			channel.drain = {message: parsed.message, receivedAt: performance.now()};
+			for (const listener of channel.listeners) {
+				listener(channel.drain);
+			}
+		}
+	});
+	(globalThis as Record<symbol, WorkerChannel>)[KEY] = channel;
+	return channel;
+}

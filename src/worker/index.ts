@@ -1,0 +1,152 @@
+/**
+ * The worker helper apps load: `import {attach} from 'graceful-cluster/worker'`
+ * (or `require`). Kept light, with no top-level await, so CommonJS apps can
+ * `require()` it on Node 20.19+: only `node:` built-ins and pino.
+ *
+ * Under the graceful-cluster CLI the primary drives the drain over IPC; run with
+ * plain `node server.js` the helper drains the process itself on SIGTERM/SIGINT,
+ * with the same timeline read from `GRACEFUL_CLUSTER_*`.
+ */
+import type {Server} from 'node:http';
+import {performance} from 'node:perf_hooks';
+import {createLogger, type Logger} from '../logger.js';
+import {settingsFromEnv, type DrainSettings} from '../settings.js';
+import {ExitCode} from '../exit-codes.js';
+import {getChannel, type WorkerChannel} from './channel.js';
+import {ProcessDrain, type PhaseName, type ShutdownHook} from './drain.js';
+
+export type {PhaseName, ShutdownHook} from './drain.js';
+
+export interface GracefulHandle {
+	/**
+	 * Registers a function to run once the drain has finished every request, before
+	 * the process exits: close database pools, flush queues. Hooks run one after
+	 * another in the order registered; a hook that throws is logged and the rest
+	 * still run. They must finish before the grace period ends.
+	 */
+	onShutdown(hook: ShutdownHook): GracefulHandle;
+	/** `'serving'` until the drain starts, then `'serve'`, `'reject'`, `'closing'`, `'hooks'`, `'done'`. */
+	readonly phase: PhaseName;
+	/** True from the first moment of a drain. */
+	readonly draining: boolean;
+	/** Requests of this process's attached servers that the app is still handling. */
+	readonly inflight: number;
+	/** Takes the request filter off this server (it then serves as if never attached). */
+	detach(): void;
+}
+
+let processDrain: ProcessDrain | undefined;
+
+function setUp(): ProcessDrain {
+	// Throws a UsageError naming the variable when a GRACEFUL_CLUSTER_* value is
+	// malformed: better to fail at start than to drain on a timeline nobody meant.
+	const settings = settingsFromEnv(process.env);
+	const level = process.env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info';
+	const channel = getChannel();
+	if (channel) {
+		const logger = createLogger({role: 'worker', level, workerId: channel.workerId});
+		const drain = new ProcessDrain(settings, logger);
+		joinCluster(drain, channel, logger);
+		return drain;
+	}
+
+	const logger = createLogger({role: 'standalone', level});
+	const drain = new ProcessDrain(settings, logger);
+	runStandalone(drain, logger, settings);
+	return drain;
+}
+
+function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger): void {
+	drain.setHost({
+		progress(inflight, served, rejected) {
+			channel.send({type: 'inflight', inflight, served, rejected});
+		},
+		finish(summary) {
+			logger.info(summary, 'worker drained');
+			// Exit only once the primary has the message: it tells a drained worker
+			// from one that crashed by this message alone.
+			channel.send({type: 'drained', ...summary}, () => process.exit(ExitCode.OK));
+		},
+	});
+	channel.send({type: 'attached'});
+	const start = (received: NonNullable<WorkerChannel['drain']>): void => {
+		drain.begin(received.message, performance.now() - received.receivedAt);
+	};
+
+	if (channel.drain) {
+		start(channel.drain);
+	} else {
+		channel.listeners.add(start);
+	}
+}
+
+function runStandalone(drain: ProcessDrain, logger: Logger, settings: DrainSettings): void {
+	let lastProgressLog = 0;
+	let signalled: NodeJS.Signals | undefined;
+	drain.setHost({
+		progress(inflight) {
+			const now = performance.now();
+			if (now - lastProgressLog >= 1000) {
+				lastProgressLog = now;
+				logger.info({inflight}, 'drain progress');
+			}
+		},
+		finish(summary) {
+			logger.info({...summary, outcome: 'clean'}, 'drain finished');
+			process.exit(ExitCode.OK);
+		},
+	});
+	const onSignal = (signal: NodeJS.Signals): void => {
+		if (signalled) {
+			logger.warn({signal, inflight: drain.inflight}, 'second signal during the drain; exiting now');
+			process.exit(ExitCode.SECOND_SIGNAL);
+		}
+
+		signalled = signal;
+		logger.info({signal}, 'signal received');
+		// The deadline goes first: if the app blocks the event loop later, it is
+		// still there when the loop comes back.
+		setTimeout(() => {
+			logger.error({inflight: drain.inflight, outcome: 'forced'}, 'drain finished');
+			process.exit(ExitCode.DEADLINE);
+		}, settings.gracePeriodMs);
+		drain.begin(settings);
+	};
+
+	process.on('SIGTERM', onSignal);
+	process.on('SIGINT', onSignal);
+}
+
+/**
+ * Puts graceful-cluster's request filter in front of `server` (any `node:http` or
+ * `node:https` server: raw, Express's `app.listen()`, `fastify.server`, Koa's
+ * `app.listen()`). Call it once per server, before or after `listen()`.
+ */
+export function attach(server: Server): GracefulHandle {
+	if (!server || typeof server.emit !== 'function' || typeof server.close !== 'function') {
+		throw new TypeError('graceful-cluster: attach(server) takes a node:http Server, such as the one http.createServer() or app.listen() returns.');
+	}
+
+	processDrain ??= setUp();
+	const drain = processDrain;
+	const filter = drain.addServer(server);
+	const handle: GracefulHandle = {
+		onShutdown(hook) {
+			drain.addHook(hook);
+			return handle;
+		},
+		get phase() {
+			return drain.phaseName;
+		},
+		get draining() {
+			return drain.phaseName !== 'serving';
+		},
+		get inflight() {
+			return drain.inflight;
+		},
+		detach() {
+			drain.removeServer(filter);
+		},
+	};
+	return handle;
+}

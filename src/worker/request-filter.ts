@@ -1,0 +1,173 @@
+/**
+ * The request filter: sits in front of one `http.Server`'s `'request'` event and
+ * decides, before any app code runs, whether a request is a probe, is rejected
+ * with a drain 503, or goes to the app (and is counted as in flight).
+ *
+ * It overrides `server.emit` instead of wrapping the `'request'` listeners that
+ * exist at install time (terminus' approach), so listeners the app adds later are
+ * covered too. Requests that never become `'request'` events (`'upgrade'`,
+ * `'checkContinue'` when the app listens for it) are not filtered.
+ *
+ * This runs for every request of every service that uses us: no closures or
+ * timers per request, state in plain fields, logging only when enabled.
+ */
+import type {IncomingMessage, Server, ServerResponse} from 'node:http';
+
+/** What the filter does with a new request. Plain numbers: compared on the hot path. */
+export const Mode = {
+	/** Normal operation: probes answered, everything else to the app. */
+	SERVING: 0,
+	/** Draining, serve phase: to the app, but with `Connection: close`. */
+	DRAIN_SERVE: 1,
+	/** Draining, reject phase and after: 503 + `Connection: close` + `Retry-After`. */
+	REJECT: 2,
+} as const;
+export type Mode = (typeof Mode)[keyof typeof Mode];
+
+export interface FilterOptions {
+	readonly retryAfterSeconds: number;
+	readonly readinessPath: string;
+	readonly livenessPath: string;
+	/** Called when a request is rejected; for logging. Not called per request unless set. */
+	readonly onReject?: ((request: IncomingMessage) => void) | undefined;
+	/** Called when the last in-flight request of this server finishes during a drain. */
+	readonly onIdle: () => void;
+}
+
+const REJECT_BODY = Buffer.from('Service Unavailable: the server is shutting down, retry the request.\n');
+const READY_BODY = Buffer.from('ready\n');
+const DRAINING_BODY = Buffer.from('draining\n');
+const ALIVE_BODY = Buffer.from('alive\n');
+const QUESTION_MARK = 63;
+
+const installed = new WeakSet<Server>();
+
+/** True when `url` is `path` or `path?query`. An empty path never matches (probe turned off). */
+function isPath(url: string, path: string): boolean {
+	return path !== '' && url.startsWith(path) && (url.length === path.length || url.charCodeAt(path.length) === QUESTION_MARK);
+}
+
+export class RequestFilter {
+	/** Requests handed to the app whose response has not closed yet. */
+	inflight = 0;
+	/** Responses to app requests that closed during the drain. */
+	served = 0;
+	/** Requests answered with the drain 503. */
+	rejected = 0;
+
+	private mode: Mode = Mode.SERVING;
+	// Responses in flight, so that the drain can mark those whose headers are not
+	// sent yet with `Connection: close` (Node's own `server.close()` does not:
+	// RESEARCH.md fact 4).
+	private readonly open = new Set<ServerResponse>();
+	private readonly rejectHeaders: string[];
+	private readonly originalEmit: Server['emit'];
+	private readonly onResponseClose: (this: ServerResponse) => void;
+
+	constructor(readonly server: Server, private readonly options: FilterOptions) {
+		if (installed.has(server)) {
+			throw new TypeError('graceful-cluster: attach() was already called for this server.');
+		}
+
+		installed.add(server);
+		this.rejectHeaders = [
+			'Connection', 'close',
+			'Retry-After', String(options.retryAfterSeconds),
+			'Content-Type', 'text/plain; charset=utf-8',
+			'Content-Length', String(REJECT_BODY.length),
+			'Cache-Control', 'no-store',
+		];
+		this.originalEmit = server.emit;
+		const filter = this;
+		// One listener for all responses, made once per server; EventEmitter calls it
+		// with the response as `this`. 'close' fires for finished and for aborted
+		// responses alike; 'finish' would miss a client that went away, and the count
+		// would never reach zero (stoppable's bug).
+		this.onResponseClose = function (this: ServerResponse) {
+			filter.open.delete(this);
+			filter.inflight--;
+			if (filter.mode !== Mode.SERVING) {
+				filter.served++;
+				if (filter.inflight === 0) {
+					filter.options.onIdle();
+				}
+			}
+		};
+		const originalEmit = this.originalEmit;
+		// eslint-disable-next-line func-names
+		server.emit = function (this: Server, event: string | symbol, request?: unknown, response?: unknown): boolean {
+			if (event === 'request' && filter.intercept(request as IncomingMessage, response as ServerResponse)) {
+				return true;
+			}
+
+			// eslint-disable-next-line prefer-rest-params
+			return Reflect.apply(originalEmit, this, arguments) as boolean;
+		} as Server['emit'];
+	}
+
+	get draining(): boolean {
+		return this.mode !== Mode.SERVING;
+	}
+
+	setMode(mode: Mode): void {
+		const wasServing = this.mode === Mode.SERVING;
+		this.mode = mode;
+		if (wasServing && mode !== Mode.SERVING) {
+			for (const response of this.open) {
+				if (!response.headersSent) {
+					response.setHeader('Connection', 'close');
+				}
+			}
+		}
+	}
+
+	/** Restores the server's own `emit`. */
+	uninstall(): void {
+		if (this.server.emit !== this.originalEmit) {
+			this.server.emit = this.originalEmit;
+		}
+
+		installed.delete(this.server);
+	}
+
+	/** Returns true when the request was answered here and must not reach the app. */
+	private intercept(request: IncomingMessage, response: ServerResponse): boolean {
+		const url = request.url ?? '';
+		if (isPath(url, this.options.readinessPath)) {
+			this.answer(response, this.mode === Mode.SERVING ? 200 : 503, this.mode === Mode.SERVING ? READY_BODY : DRAINING_BODY);
+			return true;
+		}
+
+		if (isPath(url, this.options.livenessPath)) {
+			this.answer(response, 200, ALIVE_BODY);
+			return true;
+		}
+
+		if (this.mode === Mode.REJECT) {
+			this.rejected++;
+			this.options.onReject?.(request);
+			response.writeHead(503, this.rejectHeaders);
+			response.end(REJECT_BODY);
+			return true;
+		}
+
+		if (this.mode === Mode.DRAIN_SERVE) {
+			response.setHeader('Connection', 'close');
+		}
+
+		this.inflight++;
+		this.open.add(response);
+		response.on('close', this.onResponseClose);
+		return false;
+	}
+
+	private answer(response: ServerResponse, status: number, body: Buffer): void {
+		response.writeHead(status, {
+			'Content-Type': 'text/plain; charset=utf-8',
+			'Content-Length': body.length,
+			'Cache-Control': 'no-store',
+			...(this.mode === Mode.SERVING ? {} : {Connection: 'close'}),
+		});
+		response.end(body);
+	}
+}

@@ -1,0 +1,130 @@
+/**
+ * Clients for the tests: got with retries and HTTP errors off (a drain 503 must
+ * be seen, not retried away), and a raw socket that shows exactly what a
+ * keep-alive connection receives.
+ */
+import http from 'node:http';
+import net from 'node:net';
+import got from 'got';
+
+/** Every request on a new connection: Node 20's global agent would reuse sockets. */
+export const client = got.extend({
+	retry: {limit: 0},
+	throwHttpErrors: false,
+	timeout: {request: 20_000},
+	agent: {http: new http.Agent({keepAlive: false})},
+});
+
+export interface RawResponse {
+	readonly status: number;
+	readonly headers: Record<string, string>;
+	readonly body: string;
+}
+
+/** A keep-alive connection that sends literal requests and parses the replies. */
+export class RawConnection {
+	private buffer = '';
+	private ended = false;
+	private error: Error | undefined;
+	private waiters: Array<() => void> = [];
+
+	private constructor(readonly socket: net.Socket) {
+		socket.setEncoding('latin1');
+		socket.on('data', (chunk: string) => {
+			this.buffer += chunk;
+			this.wake();
+		});
+		socket.on('end', () => {
+			this.ended = true;
+			this.wake();
+		});
+		socket.on('error', error => {
+			this.error = error;
+			this.wake();
+		});
+		socket.on('close', () => {
+			this.ended = true;
+			this.wake();
+		});
+	}
+
+	static async open(port: number): Promise<RawConnection> {
+		const socket = net.connect(port, '127.0.0.1');
+		await new Promise<void>((resolve, reject) => {
+			socket.once('connect', resolve);
+			socket.once('error', reject);
+		});
+		return new RawConnection(socket);
+	}
+
+	/** Sends one request and resolves with its response; rejects on reset or EOF before a full response. */
+	async request(path: string, {method = 'GET', body = ''}: {method?: string; body?: string} = {}): Promise<RawResponse> {
+		this.socket.write(`${method} ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+		return this.read();
+	}
+
+	/** Resolves true once the server has closed the connection (FIN), false on a reset. */
+	async closedByServer(): Promise<'fin' | 'reset'> {
+		while (!this.ended && !this.error) {
+			// eslint-disable-next-line no-await-in-loop
+			await new Promise<void>(resolve => this.waiters.push(resolve));
+		}
+
+		return this.error ? 'reset' : 'fin';
+	}
+
+	close(): void {
+		this.socket.destroy();
+	}
+
+	private async read(): Promise<RawResponse> {
+		for (;;) {
+			const parsed = this.tryParse();
+			if (parsed) {
+				return parsed;
+			}
+
+			if (this.error) {
+				throw this.error;
+			}
+
+			if (this.ended) {
+				throw new Error(`connection closed before a full response; got ${JSON.stringify(this.buffer)}`);
+			}
+
+			// eslint-disable-next-line no-await-in-loop
+			await new Promise<void>(resolve => this.waiters.push(resolve));
+		}
+	}
+
+	private tryParse(): RawResponse | undefined {
+		const end = this.buffer.indexOf('\r\n\r\n');
+		if (end === -1) {
+			return undefined;
+		}
+
+		const [statusLine, ...headerLines] = this.buffer.slice(0, end).split('\r\n');
+		const headers: Record<string, string> = {};
+		for (const line of headerLines) {
+			const colon = line.indexOf(':');
+			headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+		}
+
+		const length = Number(headers['content-length'] ?? 0);
+		if (this.buffer.length < end + 4 + length) {
+			return undefined;
+		}
+
+		const body = this.buffer.slice(end + 4, end + 4 + length);
+		this.buffer = this.buffer.slice(end + 4 + length);
+		return {status: Number(statusLine!.split(' ')[1]), headers, body};
+	}
+
+	private wake(): void {
+		const waiters = this.waiters;
+		this.waiters = [];
+		for (const wake of waiters) {
+			wake();
+		}
+	}
+}
