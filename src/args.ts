@@ -43,6 +43,7 @@ function parser(argv: readonly string[]) {
 			[SETTING_FLAGS.retryAfterSeconds]: {type: 'string', default: '1', description: 'seconds, the Retry-After value of a drain 503'},
 			[SETTING_FLAGS.readinessPath]: {type: 'string', default: DEFAULT_SETTINGS.readinessPath, description: 'readiness probe path: 200, then 503 from the signal on (\'\' turns it off)'},
 			[SETTING_FLAGS.livenessPath]: {type: 'string', default: DEFAULT_SETTINGS.livenessPath, description: 'liveness probe path: 200 until exit (\'\' turns it off)'},
+			[SETTING_FLAGS.keepAliveTimeoutMs]: {type: 'string', default: '65s', description: 'keep-alive timeout of the app\'s attached servers; keep it above the load balancer\'s idle timeout (ALB: 60s). 0 leaves the server\'s own'},
 			'listen-timeout': {type: 'string', default: '30s', description: 'a worker that has not listened by then counts as a failed start (0 = wait forever)'},
 			'max-start-failures': {type: 'string', default: '5', description: 'failed starts in a row before giving up with exit code 6'},
 			'restart-delay': {type: 'string', default: '100ms', description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},
@@ -106,6 +107,7 @@ export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseRe
 		retryAfterSeconds: parseRetryAfter(SETTING_FLAGS.retryAfterSeconds, string(SETTING_FLAGS.retryAfterSeconds)),
 		readinessPath: parsePath(SETTING_FLAGS.readinessPath, string(SETTING_FLAGS.readinessPath)),
 		livenessPath: parsePath(SETTING_FLAGS.livenessPath, string(SETTING_FLAGS.livenessPath)),
+		keepAliveTimeoutMs: parseDurationSetting(SETTING_FLAGS.keepAliveTimeoutMs, string(SETTING_FLAGS.keepAliveTimeoutMs)),
 	};
 	checkTimeline(settings);
 	const logLevel = string('log-level');

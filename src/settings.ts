@@ -19,6 +19,13 @@ export interface DrainSettings {
 	readonly readinessPath: string;
 	/** Answered 200 until the process exits. `''` disables. @default '/livez' */
 	readonly livenessPath: string;
+	/**
+	 * Applied to each attached server's `keepAliveTimeout` (`headersTimeout` kept
+	 * above it). Node's 5 s default is shorter than an ALB's 60 s idle timeout,
+	 * which makes the ALB reuse connections Node is closing: 502s in steady state
+	 * (RESEARCH.md fact 6). 0 leaves the server's own value. @default 65000
+	 */
+	readonly keepAliveTimeoutMs: number;
 }
 
 // 20 s of rejection inside a 90 s budget: Linkerd's proxy waits 90 s, Kubernetes
@@ -30,6 +37,7 @@ export const DEFAULT_SETTINGS: DrainSettings = {
 	retryAfterSeconds: 1,
 	readinessPath: '/readyz',
 	livenessPath: '/livez',
+	keepAliveTimeoutMs: 65_000,
 };
 
 /** Each setting's long flag; the environment variable is `GRACEFUL_CLUSTER_` + its upper snake case. */
@@ -40,6 +48,7 @@ export const SETTING_FLAGS = {
 	retryAfterSeconds: 'retry-after',
 	readinessPath: 'readiness-path',
 	livenessPath: 'liveness-path',
+	keepAliveTimeoutMs: 'keep-alive-timeout',
 } as const satisfies Record<keyof DrainSettings, string>;
 
 export const envName = (flag: string): string => `GRACEFUL_CLUSTER_${flag.toUpperCase().replaceAll('-', '_')}`;
@@ -102,6 +111,7 @@ export function settingsFromEnv(env: Env): DrainSettings {
 		retryAfterSeconds: read('retryAfterSeconds', parseRetryAfter),
 		readinessPath: read('readinessPath', parsePath),
 		livenessPath: read('livenessPath', parsePath),
+		keepAliveTimeoutMs: read('keepAliveTimeoutMs', parseDurationSetting),
 	};
 	checkTimeline(settings);
 	return settings;
@@ -116,5 +126,6 @@ export function settingsToEnv(settings: DrainSettings): Record<string, string> {
 		[envName(SETTING_FLAGS.retryAfterSeconds)]: String(settings.retryAfterSeconds),
 		[envName(SETTING_FLAGS.readinessPath)]: settings.readinessPath,
 		[envName(SETTING_FLAGS.livenessPath)]: settings.livenessPath,
+		[envName(SETTING_FLAGS.keepAliveTimeoutMs)]: `${settings.keepAliveTimeoutMs}ms`,
 	};
 }

@@ -84,6 +84,21 @@ export class ProcessDrain {
 
 	addServer(server: Server): RequestFilter {
 		const logger = this.logger;
+		const {keepAliveTimeoutMs} = this.settings;
+		if (keepAliveTimeoutMs > 0) {
+			server.keepAliveTimeout = keepAliveTimeoutMs;
+			// Node answers 408 to a client whose headers take longer than
+			// headersTimeout; below keepAliveTimeout that would hit an idle
+			// connection's next request (nodejs/node#27363).
+			if (server.headersTimeout <= keepAliveTimeoutMs) {
+				server.headersTimeout = keepAliveTimeoutMs + 1000;
+			}
+
+			if (server.requestTimeout > 0 && server.requestTimeout < server.headersTimeout) {
+				server.requestTimeout = server.headersTimeout;
+			}
+		}
+
 		const filter = new RequestFilter(server, {
 			retryAfterSeconds: this.settings.retryAfterSeconds,
 			readinessPath: this.settings.readinessPath,
