@@ -74,9 +74,8 @@ function explainUnknown(error: unknown, argv: readonly string[]): unknown {
 	}
 
 	const names = match[1]!.split(', ');
-	const fromEnv = names.filter(name => !argv.some(arg => arg.replace(/^-+/, '').split('=')[0] === name));
-	if (fromEnv.length === names.length) {
-		const vars = fromEnv.map(name => envName(name.replaceAll(/[A-Z]/g, c => `-${c.toLowerCase()}`)));
+	const vars = names.map(name => envName(name.replaceAll(/[A-Z]/g, c => `-${c.toLowerCase()}`)));
+	if (vars.every(name => process.env[name] !== undefined) && !names.some(name => argv.some(arg => arg.replace(/^-+/, '').split('=')[0] === name))) {
 		return new UsageError(`Unknown environment variable${vars.length > 1 ? 's' : ''} ${vars.join(', ')}: graceful-cluster reads every GRACEFUL_CLUSTER_* variable as an option. Remove it or fix its name (see --help).`);
 	}
 

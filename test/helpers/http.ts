@@ -60,7 +60,7 @@ export class RawConnection {
 	/** Sends one request and resolves with its response; rejects on reset or EOF before a full response. */
 	async request(path: string, {method = 'GET', body = ''}: {method?: string; body?: string} = {}): Promise<RawResponse> {
 		this.socket.write(`${method} ${path} HTTP/1.1\r\nHost: localhost\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-		return this.read();
+		return this.readResponse();
 	}
 
 	/** Resolves true once the server has closed the connection (FIN), false on a reset. */
@@ -77,7 +77,8 @@ export class RawConnection {
 		this.socket.destroy();
 	}
 
-	private async read(): Promise<RawResponse> {
+	/** The next response on this connection (for requests written by hand, pipelined ones too). */
+	async readResponse(): Promise<RawResponse> {
 		for (;;) {
 			const parsed = this.tryParse();
 			if (parsed) {

@@ -1,0 +1,32 @@
+import test from 'ava';
+import {envelope, parseMessage, PROTOCOL_VERSION, type ToPrimary} from '../../src/protocol.js';
+
+const toPrimary = ['attached', 'inflight', 'drained'] as const;
+
+test('our messages round-trip through the envelope', t => {
+	const message = {type: 'inflight', inflight: 3, served: 10, rejected: 2} as const;
+	t.deepEqual(parseMessage<ToPrimary>(envelope(message), toPrimary), {kind: 'ours', message: {v: PROTOCOL_VERSION, ...message}});
+});
+
+test('the app\'s own messages are foreign, whatever their shape', t => {
+	for (const raw of [undefined, null, 'drain', 42, [], {type: 'drain'}, {cmd: 'NODE_CLUSTER'}, {app: {gracefulCluster: {}}}]) {
+		t.is(parseMessage(raw, toPrimary).kind, 'foreign');
+	}
+});
+
+test('ours but malformed is reported, never thrown', t => {
+	const cases: Array<[unknown, RegExp]> = [
+		[{gracefulCluster: 'x'}, /not an object/],
+		[{gracefulCluster: {v: 2, type: 'drained'}}, /protocol version 2/],
+		[{gracefulCluster: {v: 1, type: 'reboot'}}, /unexpected message type/],
+		[{gracefulCluster: {v: 1, type: 'drain', servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 0}}, /unexpected message type/],
+		[{gracefulCluster: {v: 1, type: 'inflight', inflight: -1, served: 0, rejected: 0}}, /inflight\.inflight/],
+		[{gracefulCluster: {v: 1, type: 'inflight', inflight: 1.5, served: 0, rejected: 0}}, /inflight\.inflight/],
+		[{gracefulCluster: {v: 1, type: 'drained', served: '3', rejected: 0, durationMs: 1}}, /drained\.served/],
+	];
+	for (const [raw, reason] of cases) {
+		const parsed = parseMessage(raw, toPrimary);
+		t.is(parsed.kind, 'invalid');
+		t.regex(parsed.kind === 'invalid' ? parsed.reason : '', reason);
+	}
+});

@@ -1,0 +1,175 @@
+// The request filter in-process: a real http.Server on port 0, real sockets.
+import test from 'ava';
+import {once} from 'node:events';
+import http, {type IncomingMessage, type ServerResponse} from 'node:http';
+import type {AddressInfo} from 'node:net';
+import {Mode, RequestFilter} from '../../src/worker/request-filter.js';
+import {client, RawConnection} from '../helpers/http.js';
+
+interface Rig {
+	server: http.Server;
+	filter: RequestFilter;
+	url: (path: string) => string;
+	port: number;
+	/** Requests the app saw. */
+	seen: string[];
+	/** Responses the app is holding, by path; `release(path)` ends one. */
+	release: (path: string) => void;
+	held: () => Promise<void>;
+	response: (path: string) => ServerResponse;
+	rejectedUrls: string[];
+	idleCalls: number;
+}
+
+async function rig(t: import('ava').ExecutionContext): Promise<Rig> {
+	const seen: string[] = [];
+	const holding = new Map<string, ServerResponse>();
+	let onHeld: (() => void) | undefined;
+	const server = http.createServer((request: IncomingMessage, response: ServerResponse) => {
+		seen.push(request.url!);
+		if (request.url!.startsWith('/hold')) {
+			holding.set(request.url!, response);
+			onHeld?.();
+			return;
+		}
+
+		response.end('app');
+	});
+	const state = {rejectedUrls: [] as string[], idleCalls: 0};
+	const filter = new RequestFilter(server, {
+		retryAfterSeconds: 7,
+		readinessPath: '/readyz',
+		livenessPath: '/livez',
+		onReject: request => state.rejectedUrls.push(request.url!),
+		onIdle: () => state.idleCalls++,
+	});
+	await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
+	t.teardown(() => {
+		server.closeAllConnections();
+		server.close();
+	});
+	const {port} = server.address() as AddressInfo;
+	return Object.assign(state, {
+		server,
+		filter,
+		port,
+		seen,
+		url: (path: string) => `http://127.0.0.1:${port}${path}`,
+		release(path: string) {
+			holding.get(path)!.end('released');
+		},
+		response: (path: string) => holding.get(path)!,
+		held: () => new Promise<void>(resolve => {
+			onHeld = resolve;
+		}),
+	});
+}
+
+test('serving: probes answered before the app, everything else passed through', async t => {
+	const r = await rig(t);
+	const ready = await client(r.url('/readyz'));
+	t.is(ready.statusCode, 200);
+	t.is(ready.body, 'ready\n');
+	t.is((await client(r.url('/readyz?verbose=1'))).statusCode, 200);
+	t.is((await client(r.url('/livez'))).body, 'alive\n');
+	t.is((await client(r.url('/readyzz'))).body, 'app', 'only the exact path is a probe');
+	t.is((await client(r.url('/'))).body, 'app');
+	t.deepEqual(r.seen, ['/readyzz', '/']);
+});
+
+test('in-flight counting: up on a request, down on close, also when the client goes away', async t => {
+	const r = await rig(t);
+	const held = r.held();
+	const controller = new AbortController();
+	const request = client(r.url('/hold-abort'), {signal: controller.signal}).catch(() => 'aborted');
+	await held;
+	t.is(r.filter.inflight, 1);
+	const closed = once(r.response('/hold-abort'), 'close');
+	controller.abort();
+	t.is(await request, 'aborted');
+	await closed;
+	t.is(r.filter.inflight, 0, 'an aborted response never emits finish, but it does emit close');
+});
+
+test('drain: a response in flight gets Connection: close, and the last one to finish calls onIdle', async t => {
+	const r = await rig(t);
+	const connection = await RawConnection.open(r.port);
+	const held = r.held();
+	const pending = connection.request('/hold-1');
+	await held;
+	r.filter.setMode(Mode.DRAIN_SERVE);
+	r.release('/hold-1');
+	const response = await pending;
+	t.is(response.status, 200);
+	t.is(response.headers['connection'], 'close');
+	t.is(await connection.closedByServer(), 'fin');
+	t.is(r.idleCalls, 1);
+	t.is(r.filter.served, 1);
+});
+
+test('serve phase: new requests reach the app with Connection: close; readiness fails', async t => {
+	const r = await rig(t);
+	r.filter.setMode(Mode.DRAIN_SERVE);
+	const response = await client(r.url('/'));
+	t.is(response.body, 'app');
+	t.is(response.headers['connection'], 'close');
+	const ready = await client(r.url('/readyz'));
+	t.is(ready.statusCode, 503);
+	t.is(ready.body, 'draining\n');
+	t.is((await client(r.url('/livez'))).statusCode, 200);
+});
+
+test('reject phase: 503 + Connection: close + Retry-After, on keep-alive and pipelined requests, app never called', async t => {
+	const r = await rig(t);
+	const connection = await RawConnection.open(r.port);
+	t.is((await connection.request('/before')).status, 200);
+	r.filter.setMode(Mode.REJECT);
+	// Two pipelined requests in one write: the first is answered 503, then the connection closes.
+	connection.socket.write('GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n');
+	const response = await connection.readResponse();
+	t.is(response.status, 503);
+	t.is(response.headers['connection'], 'close');
+	t.is(response.headers['retry-after'], '7');
+	t.is(response.headers['content-type'], 'text/plain; charset=utf-8');
+	t.regex(response.body, /shutting down/);
+	t.is(await connection.closedByServer(), 'fin');
+	t.deepEqual(r.seen, ['/before']);
+	t.true(r.filter.rejected >= 1);
+	t.deepEqual(r.rejectedUrls.slice(0, 1), ['/a']);
+});
+
+test('a POST body is not needed to reject: the 503 arrives whole', async t => {
+	const r = await rig(t);
+	r.filter.setMode(Mode.REJECT);
+	const response = await client.post(r.url('/upload'), {body: 'x'.repeat(64 * 1024)});
+	t.is(response.statusCode, 503);
+	t.is(response.headers['retry-after'], '7');
+	t.deepEqual(r.seen, []);
+});
+
+test('listeners the app adds after attach are filtered too; detach restores the server', async t => {
+	const r = await rig(t);
+	const late: string[] = [];
+	r.server.on('request', (request: IncomingMessage) => late.push(request.url!));
+	r.filter.setMode(Mode.REJECT);
+	t.is((await client(r.url('/x'))).statusCode, 503);
+	t.deepEqual(late, []);
+	r.filter.uninstall();
+	t.is((await client(r.url('/y'))).statusCode, 200);
+	t.deepEqual(late, ['/y']);
+});
+
+test('attaching twice to one server is an error', async t => {
+	const r = await rig(t);
+	t.throws(() => new RequestFilter(r.server, {retryAfterSeconds: 1, readinessPath: '', livenessPath: '', onIdle() {}}), {message: /already called/});
+});
+
+test('an empty probe path sends the probe to the app', async t => {
+	const server = http.createServer((_request, response) => response.end('app'));
+	const filter = new RequestFilter(server, {retryAfterSeconds: 1, readinessPath: '', livenessPath: '/livez', onIdle() {}});
+	await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
+	t.teardown(() => server.close());
+	const {port} = server.address() as AddressInfo;
+	t.is((await client(`http://127.0.0.1:${port}/readyz`)).body, 'app');
+	t.is(filter.inflight, 0);
+});
