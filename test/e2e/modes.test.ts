@@ -1,0 +1,80 @@
+// CommonJS apps, standalone mode (plain `node server.js`), and the app's own IPC traffic.
+import test from 'ava';
+import {fixture, start, startCluster} from '../helpers/cluster.js';
+import {client} from '../helpers/http.js';
+
+const url = (port: number, path: string) => `http://127.0.0.1:${port}${path}`;
+
+test('a CommonJS app require()s the helper and drains the same way', async t => {
+	const app = await startCluster(t, ['--reject-period', '800ms', '--grace-period', '10s'], fixture('app.cjs'));
+	t.is((await client(url(app.port, '/'))).body, 'hello from commonjs');
+	const slow = client(url(app.port, '/slow'));
+	await app.waitForLog('fixture request started');
+	app.kill('SIGTERM');
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'drain started', {count: 2});
+	const rejected = await client(url(app.port, '/'));
+	t.is(rejected.statusCode, 503);
+	t.is(rejected.headers['retry-after'], '1');
+	t.is((await slow).body, 'slow done');
+	t.is((await app.exited).code, 0, app.text());
+	t.is(app.lines.filter(line => line.msg === 'fixture shutdown hook').length, 2);
+	t.false(app.text().includes('ExperimentalWarning'), 'require(esm) of the helper prints no warning');
+});
+
+test('standalone: under plain node the helper drains the process itself, on the GRACEFUL_CLUSTER_* timeline', async t => {
+	const app = start(t, [fixture('app.mjs')], {plainNode: true, env: {GRACEFUL_CLUSTER_REJECT_PERIOD: '700ms', GRACEFUL_CLUSTER_GRACE_PERIOD: '10s', GRACEFUL_CLUSTER_RETRY_AFTER: '3'}});
+	const {port} = await app.waitForLog('fixture listening') as {port: number};
+	t.is((await client(url(port, '/readyz'))).statusCode, 200);
+	const slow = client(url(port, '/slow?ms=1500'));
+	await app.waitForLog('fixture request started');
+	const signalledAt = app.kill('SIGTERM');
+	await app.waitForLog('drain started');
+	const rejected = await client(url(port, '/'));
+	t.is(rejected.statusCode, 503);
+	t.is(rejected.headers['retry-after'], '3');
+	t.is((await client(url(port, '/readyz'))).statusCode, 503);
+	t.is((await client(url(port, '/livez'))).statusCode, 200);
+	t.is((await slow).statusCode, 200);
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	t.true(exit.at - signalledAt >= 700);
+	t.truthy(app.lines.find(line => line.msg === 'fixture shutdown hook'));
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {role: 'standalone', outcome: 'clean', served: 1});
+});
+
+test('standalone: a second Ctrl-C exits at once with code 4; the deadline exits with code 3', async t => {
+	const impatient = start(t, [fixture('app.mjs')], {plainNode: true, env: {GRACEFUL_CLUSTER_REJECT_PERIOD: '20s'}});
+	await impatient.waitForLog('fixture listening');
+	impatient.kill('SIGINT');
+	await impatient.waitForLog('drain started');
+	impatient.kill('SIGINT');
+	t.is((await impatient.exited).code, 4);
+
+	const stuck = start(t, [fixture('app.mjs')], {plainNode: true, env: {GRACEFUL_CLUSTER_REJECT_PERIOD: '200ms', GRACEFUL_CLUSTER_GRACE_PERIOD: '1s'}});
+	const {port} = await stuck.waitForLog('fixture listening') as {port: number};
+	void client(url(port, '/hang')).catch(() => undefined);
+	await stuck.waitForLog('fixture request started');
+	stuck.kill('SIGTERM');
+	t.is((await stuck.exited).code, 3);
+	t.like(stuck.lines.find(line => line.msg === 'drain finished'), {outcome: 'forced', inflight: 1});
+});
+
+test('standalone: a malformed GRACEFUL_CLUSTER_* value stops the app at start, naming the variable', async t => {
+	const app = start(t, [fixture('app.mjs')], {plainNode: true, env: {GRACEFUL_CLUSTER_REJECT_PERIOD: 'a while'}});
+	const exit = await app.exited;
+	t.not(exit.code, 0);
+	t.regex(app.text(), /GRACEFUL_CLUSTER_REJECT_PERIOD.*"a while" is not a duration/);
+});
+
+test('the app\'s own IPC messages, even ones shaped like ours, neither crash nor drain the primary', async t => {
+	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', '10s'], fixture('app.mjs'), {env: {FIXTURE_APP_IPC: '1'}});
+	await app.waitForLog('fixture sent app messages', {count: 2});
+	const warnings = await app.waitForLog('ignored a malformed graceful-cluster message', {count: 3});
+	t.is(warnings.level, 'warn');
+	t.is((await client(url(app.port, '/'))).body, 'hello', 'still serving');
+	t.falsy(app.lines.find(line => line.msg === 'drain started'), 'a foreign {type: "drain"} is not a drain');
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+	// The app's own message listener sees our drain message; documented in README.
+	t.truthy(app.lines.find(line => line.msg === 'fixture got message'));
+});
