@@ -10,6 +10,10 @@ const server = http.createServer((request, response) => {
 	const url = new URL(request.url ?? '/', 'http://localhost');
 	// /slow?ms=5000 answers after a while: start one, send SIGTERM, see it finish.
 	const delay = Math.min(Number(url.searchParams.get('ms') ?? 0), 60_000);
+	if (url.pathname === '/slow') {
+		console.log(JSON.stringify({msg: 'example: slow request started', ms: delay, pid: process.pid}));
+	}
+
 	setTimeout(() => {
 		response.end(`hello from pid ${process.pid}\n`);
 	}, url.pathname === '/slow' ? delay : 0);
