@@ -6,7 +6,7 @@
 import {parseArgs, type ParseResult} from './args.js';
 import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
-import {createLogger} from './logger.js';
+import {createLogger, syncWriter} from './logger.js';
 import {Primary} from './primary/index.js';
 
 let result: ParseResult;
@@ -27,7 +27,9 @@ if (result.kind === 'print') {
 }
 
 const {options, workerCount} = result;
-const logger = createLogger({role: 'primary', level: options.logLevel});
+const stdout = syncWriter(1);
+const stderr = syncWriter(2);
+const logger = createLogger({role: 'primary', level: options.logLevel, destination: stdout});
 logger.info({
 	script: options.script,
 	args: options.args,
@@ -45,5 +47,5 @@ process.on('uncaughtException', error => {
 	process.exit(ExitCode.INTERNAL);
 });
 
-const code = await new Primary(options, logger).run();
+const code = await new Primary(options, {logger, stdout, stderr}).run();
 process.exit(code);

@@ -5,7 +5,7 @@
  * pino writes synchronously to stdout by default, which is what we want: the
  * last lines before `process.exit` (the drain summary) must not be lost.
  */
-import {pino, type Logger, type LevelWithSilent} from 'pino';
+import {pino, type DestinationStream, type Logger, type LevelWithSilent} from 'pino';
 
 export type {Logger} from 'pino';
 
@@ -15,13 +15,22 @@ export interface LoggerOptions {
 	readonly role: 'primary' | 'worker' | 'standalone';
 	readonly level: string;
 	readonly workerId?: number | undefined;
+	/** Where lines go; stdout, synchronously, unless given. */
+	readonly destination?: DestinationStream | undefined;
 }
 
-export function createLogger({role, level, workerId}: LoggerOptions): Logger {
+/**
+ * A synchronous writer for a file descriptor. The primary writes its own log
+ * lines and the workers' forwarded lines through one such writer per stream, so
+ * a line can never land inside another that is still being written.
+ */
+export const syncWriter = (fd: 1 | 2) => pino.destination({dest: fd, sync: true});
+
+export function createLogger({role, level, workerId, destination}: LoggerOptions): Logger {
 	return pino({
 		level,
 		base: workerId === undefined ? {role, pid: process.pid} : {role, pid: process.pid, worker: workerId},
 		// Level names instead of numbers: people read these in `kubectl logs`.
 		formatters: {level: label => ({level: label})},
-	});
+	}, destination ?? syncWriter(1));
 }

@@ -18,6 +18,17 @@ export interface DrainMessage {
 	readonly gracePeriodMs: number;
 }
 
+/**
+ * Primary -> worker, during a reload (SIGHUP): a replacement is listening, so
+ * leave quietly: stop accepting, serve what still arrives on open connections
+ * with `Connection: close` (no 503: the other workers are there), then exit.
+ */
+export interface RetireMessage {
+	readonly type: 'retire';
+	/** Keep idle keep-alive connections this long for their next request before closing them. */
+	readonly lingerMs: number;
+}
+
 /** Worker -> primary: the app called `attach()`, so this worker drains itself. */
 export interface AttachedMessage {
 	readonly type: 'attached';
@@ -39,7 +50,7 @@ export interface DrainedMessage {
 	readonly durationMs: number;
 }
 
-export type ToWorker = DrainMessage;
+export type ToWorker = DrainMessage | RetireMessage;
 export type ToPrimary = AttachedMessage | InflightMessage | DrainedMessage;
 export type Message = ToWorker | ToPrimary;
 
@@ -57,6 +68,7 @@ const isCount = (value: unknown): value is number => typeof value === 'number' &
 /** Which fields each message must carry, all non-negative integers. */
 const FIELDS: Record<Message['type'], readonly string[]> = {
 	drain: ['servePeriodMs', 'rejectPeriodMs', 'gracePeriodMs'],
+	retire: ['lingerMs'],
 	attached: [],
 	inflight: ['inflight', 'served', 'rejected'],
 	drained: ['served', 'rejected', 'durationMs'],

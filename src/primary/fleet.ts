@@ -15,7 +15,7 @@ import cluster, {type Worker} from 'node:cluster';
 import {performance} from 'node:perf_hooks';
 import type {Logger} from '../logger.js';
 import {parseMessage, type ToPrimary, type ToWorker, envelope} from '../protocol.js';
-import {LastLines, LineForwarder} from './output.js';
+import {LastLines, LineForwarder, type LineSink} from './output.js';
 
 export type WorkerState =
 	| {readonly name: 'starting'}
@@ -34,6 +34,12 @@ export interface WorkerRecord {
 	readonly pid: number;
 	/** Which of the N places this worker fills; its replacement takes the same one. */
 	readonly slot: number;
+	/**
+	 * `member`: one of the N; replaced if it crashes. `candidate`: started by a
+	 * reload, not yet a member; never restarted. `retiring`: replaced by a reload,
+	 * leaving; its exit is planned.
+	 */
+	role: 'member' | 'candidate' | 'retiring';
 	readonly worker: Worker;
 	readonly startedAt: number;
 	readonly stderr: LastLines;
@@ -43,7 +49,7 @@ export interface WorkerRecord {
 	/** The last in-flight report, during a drain. */
 	report: InflightReport | undefined;
 	/** Why it was killed by us, if it was. */
-	killedFor: 'listen-timeout' | 'deadline' | 'second-signal' | undefined;
+	killedFor: 'listen-timeout' | 'deadline' | 'second-signal' | 'retire-deadline' | 'start-failed' | undefined;
 }
 
 export interface FleetOptions {
@@ -57,6 +63,9 @@ export interface FleetOptions {
 	readonly restartDelayMs: number;
 	readonly maxRestartDelayMs: number;
 	readonly logger: Logger;
+	/** Where the workers' output goes: the same writers the primary logs through. */
+	readonly stdout: LineSink;
+	readonly stderr: LineSink;
 }
 
 export interface FleetEvents {
@@ -77,6 +86,8 @@ export class Fleet {
 	private readonly timers = new Set<NodeJS.Timeout>();
 	private startFailuresInARow = 0;
 	private invalidLogs = 0;
+	/** Who waits for a worker's start: resolved true when it listens, false if it exits first. */
+	private readonly startWaiters = new Map<number, (listening: boolean) => void>();
 
 	constructor(private readonly options: FleetOptions, private readonly events: FleetEvents) {
 		cluster.setupPrimary({
@@ -126,12 +137,54 @@ export class Fleet {
 		record.worker.process.kill('SIGKILL');
 	}
 
-	private fork(slot: number): void {
+	/** Resolves true once the worker listens, false if it exits (or is killed) first. */
+	started(record: WorkerRecord): Promise<boolean> {
+		if (record.state.name !== 'starting') {
+			return Promise.resolve(record.state.name !== 'exited');
+		}
+
+		return new Promise(resolve => {
+			this.startWaiters.set(record.id, resolve);
+		});
+	}
+
+	/** A reload's replacement for `slot`. */
+	forkCandidate(slot: number): WorkerRecord {
+		return this.fork(slot, 'candidate');
+	}
+
+	promote(record: WorkerRecord): void {
+		record.role = 'member';
+	}
+
+	/**
+	 * Replaced by a reload: a worker with the helper leaves on its own after the
+	 * linger; one without is disconnected (its server stops accepting, it exits
+	 * when its connections end). Either is killed if still there at the deadline.
+	 */
+	retire(record: WorkerRecord, lingerMs: number, deadlineMs: number): void {
+		record.role = 'retiring';
+		if (record.attached) {
+			this.send(record, {type: 'retire', lingerMs});
+		} else if (record.worker.isConnected()) {
+			record.worker.disconnect();
+		}
+
+		this.timer(() => {
+			if (record.state.name !== 'exited') {
+				this.options.logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null}, 'retiring worker still running at the deadline; killing it');
+				this.kill(record, 'retire-deadline');
+			}
+		}, deadlineMs);
+	}
+
+	private fork(slot: number, role: WorkerRecord['role'] = 'member'): WorkerRecord {
 		const worker = cluster.fork({...this.options.env});
 		const record: WorkerRecord = {
 			id: worker.id,
 			pid: worker.process.pid ?? 0,
 			slot,
+			role,
 			worker,
 			startedAt: performance.now(),
 			stderr: new LastLines(),
@@ -143,14 +196,14 @@ export class Fleet {
 		this.records.set(worker.id, record);
 		const {stdout, stderr} = worker.process;
 		if (stdout) {
-			new LineForwarder(process.stdout).attach(stdout);
+			new LineForwarder(this.options.stdout).attach(stdout);
 		}
 
 		if (stderr) {
-			new LineForwarder(process.stderr, record.stderr.add).attach(stderr);
+			new LineForwarder(this.options.stderr, record.stderr.add).attach(stderr);
 		}
 
-		this.options.logger.info({worker: record.id, workerPid: record.pid, slot}, 'worker started');
+		this.options.logger.info({worker: record.id, workerPid: record.pid, slot, ...(role === 'member' ? {} : {role})}, 'worker started');
 		const listenTimer = this.options.listenTimeoutMs > 0 && this.mode === 'running'
 			? this.timer(() => {
 				if (record.state.name === 'starting') {
@@ -173,6 +226,8 @@ export class Fleet {
 			record.state = {name: 'listening', address: where};
 			this.startFailuresInARow = 0;
 			this.options.logger.info({worker: record.id, workerPid: record.pid, address: where}, 'worker listening');
+			this.startWaiters.get(record.id)?.(true);
+			this.startWaiters.delete(record.id);
 		});
 		worker.on('message', (raw: unknown) => {
 			this.onMessage(record, raw);
@@ -188,7 +243,10 @@ export class Fleet {
 			}
 
 			this.onExit(record, code, signal);
+			this.startWaiters.get(record.id)?.(false);
+			this.startWaiters.delete(record.id);
 		});
+		return record;
 	}
 
 	private onMessage(record: WorkerRecord, raw: unknown): void {
@@ -234,7 +292,7 @@ export class Fleet {
 		const before = record.state;
 		record.state = {name: 'exited', code, signal, before};
 		const uptimeMs = Math.round(performance.now() - record.startedAt);
-		const crashed = before.name !== 'drained';
+		const crashed = before.name !== 'drained' && record.role === 'member';
 		const log = {worker: record.id, workerPid: record.pid, code, signal, uptimeMs, state: before.name, ...(record.report ? {inflight: record.report.inflight} : {}), ...(record.killedFor ? {killedFor: record.killedFor} : {})};
 		if (crashed && this.mode === 'running') {
 			this.options.logger.error(log, 'worker exited');
@@ -243,7 +301,7 @@ export class Fleet {
 		}
 
 		this.events.exit(record);
-		if (this.mode !== 'running') {
+		if (this.mode !== 'running' || record.role !== 'member') {
 			return;
 		}
 

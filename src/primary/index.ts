@@ -2,6 +2,8 @@
  * The primary: owns the workers and the shutdown timeline.
  *
  *   running --SIGTERM/SIGINT--> draining --all workers gone / deadline--> stopping
+ *   running --SIGHUP--> reloading --every worker replaced / a replacement failed--> running
+ *   reloading --SIGTERM/SIGINT--> draining (everything that runs, old and new)
  *
  * On the first signal it freezes the fleet (no more restarts), starts the
  * deadline timer, and broadcasts the drain message. Workers whose app attached
@@ -16,6 +18,7 @@ import {ExitCode} from '../exit-codes.js';
 import type {DrainSettings} from '../settings.js';
 import {settingsToEnv} from '../settings.js';
 import {Fleet, type WorkerRecord} from './fleet.js';
+import type {LineSink} from './output.js';
 
 export interface PrimaryOptions {
 	/** Absolute path of the app's entry script. */
@@ -32,8 +35,16 @@ export interface PrimaryOptions {
 	readonly execArgv?: readonly string[];
 }
 
+export interface PrimaryOutput {
+	readonly logger: Logger;
+	/** The writers the logger uses; the workers' lines are forwarded through them too. */
+	readonly stdout: LineSink;
+	readonly stderr: LineSink;
+}
+
 type PrimaryState =
 	| {readonly name: 'running'}
+	| {readonly name: 'reloading'; readonly startedAt: number}
 	| {
 		readonly name: 'draining';
 		readonly signal: NodeJS.Signals;
@@ -46,6 +57,11 @@ type PrimaryState =
 	| {readonly name: 'stopping'; readonly code: ExitCode};
 
 const PROGRESS_INTERVAL_MS = 1000;
+/**
+ * How long a worker retired by a reload keeps its idle keep-alive connections
+ * for their next request (answered with `Connection: close`) before closing them.
+ */
+const RETIRE_LINGER_MS = 1000;
 /** A second signal sooner than this after the first is the same event delivered twice. */
 const DUPLICATE_SIGNAL_MS = 500;
 /** After SIGKILL, how long to wait for the 'exit' events before exiting anyway. */
@@ -60,7 +76,11 @@ export class Primary {
 	private readonly done: Promise<ExitCode>;
 	private resolveDone!: (code: ExitCode) => void;
 
-	constructor(private readonly options: PrimaryOptions, private readonly logger: Logger) {
+	private readonly logger: Logger;
+
+	constructor(private readonly options: PrimaryOptions, output: PrimaryOutput) {
+		this.logger = output.logger;
+		const {logger} = output;
 		this.done = new Promise(resolve => {
 			this.resolveDone = resolve;
 		});
@@ -77,6 +97,8 @@ export class Primary {
 			restartDelayMs: options.restartDelayMs,
 			maxRestartDelayMs: options.maxRestartDelayMs,
 			logger,
+			stdout: output.stdout,
+			stderr: output.stderr,
 		}, {
 			message: () => {},
 			exit: () => {
@@ -101,7 +123,8 @@ export class Primary {
 
 	private readonly onStopSignal = (signal: NodeJS.Signals): void => {
 		switch (this.state.name) {
-			case 'running': {
+			case 'running':
+			case 'reloading': {
 				this.beginDrain(signal);
 				break;
 			}
@@ -133,8 +156,58 @@ export class Primary {
 
 	private readonly onHangup = (): void => {
 		// Without a listener SIGHUP would kill the primary and with it every worker.
-		this.logger.warn('SIGHUP received; reloading is not supported by this version, ignoring it');
+		if (this.state.name !== 'running') {
+			this.logger.warn({state: this.state.name}, `SIGHUP ignored: ${this.state.name === 'reloading' ? 'a reload is already running' : 'the cluster is shutting down'}`);
+			return;
+		}
+
+		void this.reload();
 	};
+
+	/**
+	 * Replaces the workers one at a time: a new worker must listen before the old
+	 * one of its slot retires, so capacity never drops (pm2#3078, #1875), and the
+	 * old one stops accepting at once instead of sharing new connections while it
+	 * drains (pm2#5043). A replacement that fails to start ends the reload and the
+	 * old workers keep serving.
+	 */
+	private async reload(): Promise<void> {
+		const startedAt = performance.now();
+		this.state = {name: 'reloading', startedAt};
+		const old = this.fleet.alive
+			.filter(record => record.role === 'member' && record.state.name === 'listening')
+			.sort((a, b) => a.slot - b.slot);
+		this.logger.info({workers: old.length}, 'reload started');
+		let replaced = 0;
+		for (const record of old) {
+			if (record.state.name === 'exited') {
+				// Crashed meanwhile: its own restart fills the slot.
+				continue;
+			}
+
+			const candidate = this.fleet.forkCandidate(record.slot);
+			// eslint-disable-next-line no-await-in-loop
+			const listening = await this.fleet.started(candidate);
+			if (this.state.name !== 'reloading') {
+				// A SIGTERM came meanwhile: the drain took every worker, old and new.
+				this.logger.info({replaced}, 'reload abandoned for the drain');
+				return;
+			}
+
+			if (!listening) {
+				this.logger.error({replaced, worker: candidate.id, killedFor: candidate.killedFor, stderr: candidate.stderr.text}, 'reload failed: a new worker did not start; the old workers keep serving');
+				this.state = {name: 'running'};
+				return;
+			}
+
+			this.fleet.promote(candidate);
+			this.fleet.retire(record, RETIRE_LINGER_MS, this.options.settings.gracePeriodMs);
+			replaced++;
+		}
+
+		this.state = {name: 'running'};
+		this.logger.info({replaced, durationMs: Math.round(performance.now() - startedAt)}, 'reload finished');
+	}
 
 	private beginDrain(signal: NodeJS.Signals): void {
 		const {servePeriodMs, rejectPeriodMs, gracePeriodMs} = this.options.settings;
@@ -220,7 +293,7 @@ export class Primary {
 		this.state = {name: 'stopping', code};
 		this.fleet.freeze();
 		for (const record of this.fleet.alive) {
-			this.fleet.kill(record, 'second-signal');
+			this.fleet.kill(record, 'start-failed');
 		}
 
 		this.timers.push(setTimeout(() => {

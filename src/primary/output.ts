@@ -6,15 +6,20 @@
  * primary keeps the last lines a worker wrote to stderr: when an app crashes
  * before it listens, that is the reason, and we repeat it when we give up.
  */
-import type {Readable, Writable} from 'node:stream';
+import type {Readable} from 'node:stream';
+
+/** Anything with a synchronous `write`: the primary passes pino's sync destinations. */
+export interface LineSink {
+	write(text: string): unknown;
+}
 
 /** A line longer than this is written in pieces rather than held in memory. */
-const MAX_LINE = 64 * 1024;
+const MAX_LINE = 1024 * 1024;
 
 export class LineForwarder {
 	private pending = '';
 
-	constructor(private readonly target: Writable, private readonly onLine?: (line: string) => void) {}
+	constructor(private readonly target: LineSink, private readonly onLine?: (line: string) => void) {}
 
 	attach(source: Readable): void {
 		source.setEncoding('utf8');

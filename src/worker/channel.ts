@@ -10,10 +10,11 @@
  * late with the time already spent subtracted.
  */
 import {performance} from 'node:perf_hooks';
-import {envelope, parseMessage, type DrainMessage, type ToPrimary} from '../protocol.js';
+import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 
+/** The primary's instruction to leave: a drain (shutdown) or a retire (reload). Only the first counts. */
 export interface ReceivedDrain {
-	readonly message: DrainMessage;
+	readonly message: ToWorker;
 	/** `performance.now()` when the bootstrap read it. */
 	readonly receivedAt: number;
 }
@@ -52,7 +53,7 @@ export function openChannel(workerId: number, onInvalid: (reason: string) => voi
 		},
 	};
 	process.on('message', (raw: unknown) => {
-		const parsed = parseMessage<DrainMessage>(raw, ['drain']);
+		const parsed = parseMessage<ToWorker>(raw, ['drain', 'retire']);
 		if (parsed.kind === 'invalid') {
 			onInvalid(parsed.reason);
 		} else if (parsed.kind === 'ours' && channel.drain === undefined) {

@@ -3,6 +3,7 @@
  * this process, ending in the app's shutdown hooks and an exit.
  *
  *   serving -> serve -> reject -> closing -> hooks -> done
+ *   serving -> retiring -> hooks -> done            (reload: a replacement is listening)
  *
  * `serve` and `reject` are timed from the drain's start; `closing` (listening
  * stopped, idle connections closed) lasts until nothing is in flight; `hooks`
@@ -11,6 +12,7 @@
  */
 import {performance} from 'node:perf_hooks';
 import type {IncomingMessage, Server} from 'node:http';
+import net from 'node:net';
 import type {Logger} from '../logger.js';
 import type {DrainSettings} from '../settings.js';
 import {Mode, RequestFilter} from './request-filter.js';
@@ -18,6 +20,8 @@ import {Mode, RequestFilter} from './request-filter.js';
 export type Phase =
 	| {readonly name: 'serving'}
 	| {readonly name: 'serve' | 'reject' | 'closing' | 'hooks'; readonly startedAt: number}
+	/** Reload: replaced by a new worker; leaves once idle and the linger is over. */
+	| {readonly name: 'retiring'; readonly startedAt: number; lingering: boolean}
 	| {readonly name: 'done'};
 
 export type PhaseName = Phase['name'];
@@ -110,16 +114,14 @@ export class ProcessDrain {
 				}
 				: undefined,
 			onIdle: () => {
-				if (this.phase.name === 'closing') {
-					this.closeIfIdle();
-				}
+				this.closeIfIdle();
 			},
 		});
 		this.filters.push(filter);
 		if (this.phase.name !== 'serving') {
 			// Attached during a drain (a second server, or an app that was still
 			// starting): it joins in the current phase.
-			filter.setMode(this.phase.name === 'serve' ? Mode.DRAIN_SERVE : Mode.REJECT);
+			filter.setMode(this.phase.name === 'serve' ? Mode.DRAIN_SERVE : this.phase.name === 'retiring' ? Mode.RETIRE : Mode.REJECT);
 			if (this.phase.name !== 'serve' && this.phase.name !== 'reject') {
 				server.close();
 			}
@@ -176,7 +178,16 @@ export class ProcessDrain {
 			this.enter({name: 'closing', startedAt: performance.now()});
 		}, rejectEndsIn));
 
-		let last = -1;
+		this.startReporting();
+		this.timers.push(setInterval(() => {
+			this.summariseRejections();
+		}, SUMMARY_INTERVAL_MS));
+	}
+
+	/** In-flight counts to the host: at once, then whenever they change, at most four times a second. */
+	private startReporting(): void {
+		let last = this.inflight;
+		this.host?.progress(last, this.served, this.rejected);
 		this.timers.push(setInterval(() => {
 			const inflight = this.inflight;
 			if (inflight !== last) {
@@ -184,10 +195,38 @@ export class ProcessDrain {
 				this.host?.progress(inflight, this.served, this.rejected);
 			}
 		}, REPORT_INTERVAL_MS));
-		this.timers.push(setInterval(() => {
-			this.summariseRejections();
-		}, SUMMARY_INTERVAL_MS));
-		this.host?.progress(this.inflight, this.served, this.rejected);
+	}
+
+	/**
+	 * Leaves for a reload: stop accepting at once, serve what arrives on open
+	 * connections with `Connection: close`, and once nothing is in flight and the
+	 * linger is over, close what is left and exit.
+	 *
+	 * Listening stops through `net.Server.prototype.close`, which unlike
+	 * `http.Server#close` leaves idle keep-alive connections open: a client that
+	 * is about to reuse one gets its response (with `Connection: close`) instead
+	 * of a reset. The linger gives busy clients that chance before we close the
+	 * idle rest.
+	 */
+	retire(lingerMs: number): void {
+		if (this.phase.name !== 'serving') {
+			return;
+		}
+
+		const phase: Phase = {name: 'retiring', startedAt: performance.now(), lingering: true};
+		this.phase = phase;
+		this.startedAt = phase.startedAt;
+		this.setMode(Mode.RETIRE);
+		for (const filter of this.filters) {
+			net.Server.prototype.close.call(filter.server);
+		}
+
+		this.logger.info({inflight: this.inflight, lingerMs}, 'retiring: replaced by a new worker');
+		this.timers.push(setTimeout(() => {
+			phase.lingering = false;
+			this.closeIfIdle();
+		}, lingerMs));
+		this.startReporting();
 	}
 
 	private enter(phase: Phase): void {
@@ -225,6 +264,7 @@ export class ProcessDrain {
 			}
 
 			case 'serving':
+			case 'retiring':
 			case 'done': {
 				break;
 			}
@@ -243,7 +283,9 @@ export class ProcessDrain {
 	}
 
 	private closeIfIdle(): void {
-		if (this.phase.name === 'closing' && this.inflight === 0) {
+		const {phase} = this;
+		const leaving = phase.name === 'closing' || (phase.name === 'retiring' && !phase.lingering);
+		if (leaving && this.inflight === 0) {
 			// Whatever is still connected has no request in flight: an idle
 			// keep-alive socket that went idle after `close()`, or a client that
 			// never finished sending its headers (slowloris). Neither may hold the

@@ -25,7 +25,10 @@ export interface GracefulHandle {
 	 * still run. They must finish before the grace period ends.
 	 */
 	onShutdown(hook: ShutdownHook): GracefulHandle;
-	/** `'serving'` until the drain starts, then `'serve'`, `'reject'`, `'closing'`, `'hooks'`, `'done'`. */
+	/**
+	 * `'serving'` until the drain starts, then `'serve'`, `'reject'`, `'closing'`,
+	 * `'hooks'`, `'done'`; or `'retiring'` when a reload replaces this worker.
+	 */
 	readonly phase: PhaseName;
 	/** True from the first moment of a drain. */
 	readonly draining: boolean;
@@ -69,8 +72,12 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		},
 	});
 	channel.send({type: 'attached'});
-	const start = (received: NonNullable<WorkerChannel['drain']>): void => {
-		drain.begin(received.message, performance.now() - received.receivedAt);
+	const start = ({message, receivedAt}: NonNullable<WorkerChannel['drain']>): void => {
+		if (message.type === 'drain') {
+			drain.begin(message, performance.now() - receivedAt);
+		} else {
+			drain.retire(message.lingerMs);
+		}
 	};
 
 	if (channel.drain) {

@@ -21,6 +21,12 @@ export const Mode = {
 	DRAIN_SERVE: 1,
 	/** Draining, reject phase and after: 503 + `Connection: close` + `Retry-After`. */
 	REJECT: 2,
+	/**
+	 * Retiring during a reload: no longer listening, so only requests on open
+	 * keep-alive connections arrive; they are served with `Connection: close`.
+	 * Readiness stays 200: the pod is ready, its other workers serve.
+	 */
+	RETIRE: 3,
 } as const;
 export type Mode = (typeof Mode)[keyof typeof Mode];
 
@@ -134,7 +140,8 @@ export class RequestFilter {
 	private intercept(request: IncomingMessage, response: ServerResponse): boolean {
 		const url = request.url ?? '';
 		if (isPath(url, this.options.readinessPath)) {
-			this.answer(response, this.mode === Mode.SERVING ? 200 : 503, this.mode === Mode.SERVING ? READY_BODY : DRAINING_BODY);
+			const ready = this.mode === Mode.SERVING || this.mode === Mode.RETIRE;
+			this.answer(response, ready ? 200 : 503, ready ? READY_BODY : DRAINING_BODY);
 			return true;
 		}
 
@@ -151,7 +158,7 @@ export class RequestFilter {
 			return true;
 		}
 
-		if (this.mode === Mode.DRAIN_SERVE) {
+		if (this.mode !== Mode.SERVING) {
 			response.setHeader('Connection', 'close');
 		}
 

@@ -44,11 +44,13 @@ export interface StartOptions {
 	readonly env?: Record<string, string>;
 	/** Run `node <args>` instead of the CLI. */
 	readonly plainNode?: boolean;
+	/** Run this command with `args` instead (e.g. `unshare`). */
+	readonly command?: string;
 }
 
 export function start(t: ExecutionContext, args: readonly string[], options: StartOptions = {}): Proc {
-	const argv = options.plainNode ? [...args] : [CLI, ...args];
-	const child = spawn(process.execPath, argv, {
+	const argv = options.plainNode || options.command ? [...args] : [CLI, ...args];
+	const child = spawn(options.command ?? process.execPath, argv, {
 		cwd: ROOT,
 		detached: true,
 		stdio: ['ignore', 'pipe', 'pipe'],

@@ -129,3 +129,12 @@ export class RawConnection {
 		}
 	}
 }
+
+/** A port nothing listens on right now (bound to 0, read, closed). */
+export async function freePort(): Promise<number> {
+	const server = net.createServer();
+	await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
+	const {port} = server.address() as net.AddressInfo;
+	await new Promise(resolve => server.close(resolve));
+	return port;
+}

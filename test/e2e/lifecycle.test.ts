@@ -1,0 +1,139 @@
+// The supervisor through a production day: crashes, apps that cannot start, a
+// killed primary, noisy output, hostile connections during a drain.
+import test from 'ava';
+import {spawnSync} from 'node:child_process';
+import {readFileSync} from 'node:fs';
+import {setTimeout as delay} from 'node:timers/promises';
+import {CLI, fixture, isAlive, start, startCluster} from '../helpers/cluster.js';
+import {client, freePort, RawConnection} from '../helpers/http.js';
+
+const url = (port: number, path: string) => `http://127.0.0.1:${port}${path}`;
+
+/** Polls for a condition that has no event to wait on (another process's death), bounded. */
+async function eventually(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+	const until = Date.now() + timeoutMs;
+	while (Date.now() < until) {
+		if (condition()) {
+			return true;
+		}
+
+		// eslint-disable-next-line no-await-in-loop
+		await delay(25);
+	}
+
+	return condition();
+}
+
+test('a worker that crashes while running is replaced, with its exit and the restart delay logged', async t => {
+	const app = await startCluster(t, ['--restart-delay', '200ms', '--reject-period', '300ms'], fixture('app.mjs'));
+	void client(url(app.port, '/crash')).catch(() => undefined);
+	const exited = await app.waitForLog('worker exited');
+	t.like(exited, {code: 7, signal: null, state: 'listening', level: 'error'});
+	t.like(await app.waitForLog('restarting worker'), {delayMs: 200});
+	await app.waitForLog('worker listening', {count: 3});
+	t.is((await client(url(app.port, '/'))).body, 'hello');
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+});
+
+test('restart delays grow exponentially, capped', async t => {
+	// One worker: while it restarts nobody listens, so a fixed port keeps the address stable.
+	const port = await freePort();
+	const app = await startCluster(t, ['--restart-delay', '50ms', '--max-restart-delay', '150ms', '--reject-period', '300ms'], fixture('app.mjs'), {workers: 1, env: {PORT: String(port)}});
+	const delays: unknown[] = [];
+	for (let crash = 1; crash <= 4; crash++) {
+		void client(url(port, '/crash')).catch(() => undefined);
+		// eslint-disable-next-line no-await-in-loop
+		delays.push((await app.waitForLog('restarting worker', {count: crash}))['delayMs']);
+		// eslint-disable-next-line no-await-in-loop
+		await app.waitForLog('worker listening', {count: crash + 1});
+	}
+
+	t.deepEqual(delays, [50, 100, 150, 150]);
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0);
+});
+
+test('an app that crashes before it listens: a few tries, then exit 6 with the app\'s own error', async t => {
+	const app = start(t, ['-w', '1', '--max-start-failures', '3', '--restart-delay', '10ms', fixture('crash-on-start.mjs')]);
+	const exit = await app.exited;
+	t.is(exit.code, 6, app.text());
+	const fatal = app.lines.find(line => line.level === 'fatal');
+	t.regex(String(fatal?.msg), /failed to start/);
+	t.regex(JSON.stringify(fatal?.['stderr']), /cannot connect to the database at db:5432/);
+	t.is(app.lines.filter(line => line.msg === 'worker started').length, 3, 'gave up after the third failed start');
+});
+
+test('an app that never listens counts as failed after --listen-timeout', async t => {
+	const app = start(t, ['-w', '1', '--listen-timeout', '500ms', '--max-start-failures', '2', '--restart-delay', '10ms', fixture('never-listens.mjs')]);
+	const exit = await app.exited;
+	t.is(exit.code, 6, app.text());
+	t.is(app.lines.filter(line => line.msg === 'worker did not listen in time; killing it').length, 2);
+});
+
+test('no restarts during a drain; a worker that crashes mid-drain is logged with its in-flight count, exit 5', async t => {
+	const app = await startCluster(t, ['--serve-period', '3s', '--reject-period', '500ms', '--grace-period', '20s'], fixture('app.mjs'));
+	app.kill('SIGTERM');
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'drain started', {count: 2});
+	void client(url(app.port, '/crash')).catch(() => undefined);
+	const exited = await app.waitForLog('worker exited');
+	t.is(exited['code'], 7);
+	t.true('inflight' in exited, 'the last reported in-flight count is in the exit line');
+	const exit = await app.exited;
+	t.is(exit.code, 5, app.text());
+	t.falsy(app.lines.find(line => line.msg === 'restarting worker'));
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'forced', exitCode: 5});
+});
+
+test('the primary killed with SIGKILL: every worker exits within two seconds, the port is free', async t => {
+	const app = await startCluster(t, [], fixture('app.mjs'));
+	const pids = app.lines.filter(line => line.msg === 'worker listening').map(line => Number(line['workerPid']));
+	app.kill('SIGKILL');
+	await app.exited;
+	t.true(await eventually(() => pids.every(pid => !isAlive(pid)), 2000), 'workers gone');
+	await t.throwsAsync(client(url(app.port, '/'), {timeout: {request: 2000}}), {code: 'ECONNREFUSED'});
+});
+
+test('workers\' long output lines reach stdout whole, never interleaved', async t => {
+	const lines = 40;
+	const app = await startCluster(t, ['--reject-period', '300ms'], fixture('noisy.mjs'), {workers: 2, env: {NOISY_LINES: String(lines), NOISY_SIZE: '100000'}});
+	app.kill('SIGTERM');
+	await app.exited;
+	const noisy = app.lines.filter(line => line.msg === 'noisy line');
+	t.is(noisy.length, 2 * lines, 'every line parsed as whole JSON');
+	t.true(noisy.every(line => String(line['padding']).length === 100_000));
+	t.is((app.text().match(/noisy: a line on stderr/g) ?? []).length, 2);
+});
+
+test('a slowloris connection and garbage bytes do not hold the drain past the reject phase', async t => {
+	const rejectMs = 800;
+	const app = await startCluster(t, ['--reject-period', `${rejectMs}ms`, '--grace-period', '20s'], fixture('app.mjs'));
+	const slowloris = await RawConnection.open(app.port);
+	slowloris.socket.write('GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ');
+	const garbage = await RawConnection.open(app.port);
+	garbage.socket.write('\u0000\u0001\u0002 not http at all\r\n\r\n');
+	t.is(await garbage.closedByServer(), 'fin', 'Node answers garbage with 400 and closes');
+	const signalledAt = app.kill('SIGTERM');
+	await app.waitForLog('drain started');
+	slowloris.socket.write('still');
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	t.true(exit.at - signalledAt < rejectMs + 1500, `exited ${Math.round(exit.at - signalledAt)} ms after the signal`);
+	await slowloris.closedByServer();
+	t.pass();
+});
+
+// Needs a PID namespace (root, as CI runs); without one there is nothing to test.
+const canUnshare = spawnSync('unshare', ['--fork', '--pid', '--mount-proc', 'true']).status === 0;
+
+(canUnshare ? test : test.skip)('as PID 1 of a container (its own PID namespace), a clean drain exits 0, not 143', async t => {
+	const app = start(t, ['--fork', '--pid', '--mount-proc', process.execPath, CLI, '-w', '1', '--reject-period', '300ms', fixture('app.mjs')], {command: 'unshare'});
+	await app.waitForLog('worker listening');
+	t.is(app.lines.find(line => line.msg === 'starting workers')?.['pid'], 1, 'the primary is PID 1 in its namespace');
+	// From outside, the primary is the unshare process's only child.
+	const primaryPid = Number(readFileSync(`/proc/${app.pid}/task/${app.pid}/children`, 'utf8').trim());
+	process.kill(primaryPid, 'SIGTERM');
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0});
+});
