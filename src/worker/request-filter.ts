@@ -48,6 +48,11 @@ const QUESTION_MARK = 63;
 
 const installed = new WeakSet<Server>();
 
+/** Where a response in flight sits in its filter's `open` array. */
+const SLOT = Symbol('graceful-cluster.slot');
+type Tracked = ServerResponse & {[SLOT]?: number};
+type EmitRequest = (this: Server, event: 'request', request: unknown, response: unknown) => boolean;
+
 /** True when `url` is `path` or `path?query`. An empty path never matches (probe turned off). */
 function isPath(url: string, path: string): boolean {
 	return path !== '' && url.startsWith(path) && (url.length === path.length || url.charCodeAt(path.length) === QUESTION_MARK);
@@ -64,8 +69,10 @@ export class RequestFilter {
 	private mode: Mode = Mode.SERVING;
 	// Responses in flight, so that the drain can mark those whose headers are not
 	// sent yet with `Connection: close` (Node's own `server.close()` does not:
-	// RESEARCH.md fact 4).
-	private readonly open = new Set<ServerResponse>();
+	// RESEARCH.md fact 4). A dense array, each response holding its index under
+	// SLOT: adding and removing cost an array write, where a Set hashed every
+	// response (about 75 ns a request, measured in bench/; docs/benchmarks.md).
+	private readonly open: ServerResponse[] = [];
 	private readonly rejectHeaders: string[];
 	private readonly originalEmit: Server['emit'];
 	private readonly onResponseClose: (this: ServerResponse) => void;
@@ -90,7 +97,7 @@ export class RequestFilter {
 		// responses alike; 'finish' would miss a client that went away, and the count
 		// would never reach zero (stoppable's bug).
 		this.onResponseClose = function (this: ServerResponse) {
-			filter.open.delete(this);
+			filter.forget(this);
 			filter.inflight--;
 			if (filter.mode !== Mode.SERVING) {
 				filter.served++;
@@ -102,8 +109,14 @@ export class RequestFilter {
 		const originalEmit = this.originalEmit;
 		// eslint-disable-next-line func-names
 		server.emit = function (this: Server, event: string | symbol, request?: unknown, response?: unknown): boolean {
-			if (event === 'request' && filter.intercept(request as IncomingMessage, response as ServerResponse)) {
-				return true;
+			if (event === 'request') {
+				if (filter.intercept(request as IncomingMessage, response as ServerResponse)) {
+					return true;
+				}
+
+				// Node emits 'request' with exactly (request, response): passing them
+				// on directly spares the per-request `arguments` object.
+				return (originalEmit as EmitRequest).call(this, event, request, response);
 			}
 
 			// eslint-disable-next-line prefer-rest-params
@@ -163,9 +176,24 @@ export class RequestFilter {
 		}
 
 		this.inflight++;
-		this.open.add(response);
+		(response as Tracked)[SLOT] = this.open.length;
+		this.open.push(response);
 		response.on('close', this.onResponseClose);
 		return false;
+	}
+
+	/** Takes a closed response out of `open`: the last one moves into its place. */
+	private forget(response: ServerResponse): void {
+		const index = (response as Tracked)[SLOT];
+		if (index === undefined) {
+			return;
+		}
+
+		const last = this.open.pop()!;
+		if (last !== response) {
+			this.open[index] = last;
+			(last as Tracked)[SLOT] = index;
+		}
 	}
 
 	private answer(response: ServerResponse, status: number, body: Buffer): void {
