@@ -82,14 +82,37 @@ function explainUnknown(error: unknown, argv: readonly string[]): unknown {
 	return new UsageError(`${error instanceof Error ? error.message : String(error)}. Options go before the script; run graceful-cluster --help to see them.`);
 }
 
+/**
+ * Kubernetes injects `<SERVICE>_SERVICE_HOST`, `<SERVICE>_PORT_80_TCP` and the like
+ * into every pod for each Service of the namespace; a Service named
+ * `graceful-cluster` (or `graceful-cluster-api`) would make them look like our
+ * options. Docker's legacy links use the same names. They are not options.
+ */
+const SERVICE_LINK = /^GRACEFUL_CLUSTER_(?:\w+_)?(?:SERVICE_HOST|SERVICE_PORT(?:_\w+)?|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?)?)$/;
+
+/** Runs `fn` with the service-link variables out of the environment yargs reads. */
+function withoutServiceLinks<T>(fn: () => T): T {
+	const hidden = Object.entries(process.env).filter(([key]) => SERVICE_LINK.test(key));
+	for (const [key] of hidden) {
+		delete process.env[key];
+	}
+
+	try {
+		return fn();
+	} finally {
+		for (const [key, value] of hidden) {
+			process.env[key] = value;
+		}
+	}
+}
+
 export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseResult {
 	let output = '';
 	let parsed: Record<string, unknown>;
 	try {
-		const y = parser(argv);
-		parsed = y.parseSync(argv as string[], {}, (_error, _argv, text) => {
+		parsed = withoutServiceLinks(() => parser(argv).parseSync(argv as string[], {}, (_error, _argv, text) => {
 			output = text;
-		}) as Record<string, unknown>;
+		}) as Record<string, unknown>);
 	} catch (error) {
 		throw explainUnknown(error, argv);
 	}

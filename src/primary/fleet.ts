@@ -293,7 +293,7 @@ export class Fleet {
 		record.state = {name: 'exited', code, signal, before};
 		const uptimeMs = Math.round(performance.now() - record.startedAt);
 		const crashed = before.name !== 'drained' && record.role === 'member';
-		const log = {worker: record.id, workerPid: record.pid, code, signal, uptimeMs, state: before.name, ...(record.report ? {inflight: record.report.inflight} : {}), ...(record.killedFor ? {killedFor: record.killedFor} : {})};
+		const log = {worker: record.id, workerPid: record.pid, code, signal, uptimeMs, state: before.name, ...(record.role === 'member' ? {} : {role: record.role}), ...(record.report ? {inflight: record.report.inflight} : {}), ...(record.killedFor ? {killedFor: record.killedFor} : {})};
 		if (crashed && this.mode === 'running') {
 			this.options.logger.error(log, 'worker exited');
 		} else {

@@ -17,6 +17,7 @@ import type {Logger} from '../logger.js';
 import {ExitCode} from '../exit-codes.js';
 import type {DrainSettings} from '../settings.js';
 import {settingsToEnv} from '../settings.js';
+import type {DrainMessage} from '../protocol.js';
 import {Fleet, type WorkerRecord} from './fleet.js';
 import type {LineSink} from './output.js';
 
@@ -100,7 +101,16 @@ export class Primary {
 			stdout: output.stdout,
 			stderr: output.stderr,
 		}, {
-			message: () => {},
+			message: (record, message) => {
+				// A worker forked just before the signal may not have been listening on
+				// IPC yet when the drain was broadcast (a message nobody listens for is
+				// lost). Its `attached` comes after its channel opened: send the drain
+				// again, with the time already spent taken off. The helper ignores a
+				// second one.
+				if (message.type === 'attached' && this.state.name === 'draining') {
+					this.fleet.send(record, this.drainMessage());
+				}
+			},
 			exit: () => {
 				this.onWorkerExit();
 			},
@@ -222,7 +232,7 @@ export class Primary {
 		this.fleet.freeze();
 		this.logger.info({signal, servePeriodMs, rejectPeriodMs, gracePeriodMs, workers: workers.length}, 'drain started');
 		for (const record of workers) {
-			this.fleet.send(record, {type: 'drain', servePeriodMs, rejectPeriodMs, gracePeriodMs});
+			this.fleet.send(record, this.drainMessage());
 		}
 
 		// Workers whose app never called attach() get the basic drain: at the end of
@@ -240,6 +250,15 @@ export class Primary {
 			this.logProgress();
 		}, PROGRESS_INTERVAL_MS));
 		this.onWorkerExit();
+	}
+
+	/** The drain timeline as it stands now: phases already (partly) over are shortened. */
+	private drainMessage(): DrainMessage {
+		const {servePeriodMs, rejectPeriodMs, gracePeriodMs} = this.options.settings;
+		const elapsed = this.state.name === 'draining' ? Math.round(performance.now() - this.state.startedAt) : 0;
+		const serveLeft = Math.max(0, servePeriodMs - elapsed);
+		const rejectEndsIn = Math.max(0, servePeriodMs + rejectPeriodMs - elapsed);
+		return {type: 'drain', servePeriodMs: serveLeft, rejectPeriodMs: rejectEndsIn - serveLeft, gracePeriodMs: Math.max(0, gracePeriodMs - elapsed)};
 	}
 
 	private logProgress(): void {

@@ -28,5 +28,9 @@ const onSignal = (signal: NodeJS.Signals): void => {
 	logger.info({signal}, 'signal received by the worker; waiting for the primary to drain it');
 };
 
+
 process.on('SIGTERM', onSignal);
 process.on('SIGINT', onSignal);
+// A hangup to the process group (terminal closed, `kill -HUP -<pgid>`) reaches
+// the workers too; only the primary acts on it (a reload).
+process.on('SIGHUP', onSignal);

@@ -85,6 +85,23 @@ test.serial('bad input is a UsageError that names the flag and says what to do',
 	usageError(t, ['-x', script], /Unknown argument: x\. Options go before the script/);
 });
 
+test.serial('Kubernetes service-link variables of a Service named graceful-cluster are not options', t => {
+	const env = {
+		GRACEFUL_CLUSTER_SERVICE_HOST: '10.0.0.1',
+		GRACEFUL_CLUSTER_SERVICE_PORT: '80',
+		GRACEFUL_CLUSTER_SERVICE_PORT_HTTP: '80',
+		GRACEFUL_CLUSTER_PORT: 'tcp://10.0.0.1:80',
+		GRACEFUL_CLUSTER_PORT_80_TCP: 'tcp://10.0.0.1:80',
+		GRACEFUL_CLUSTER_PORT_80_TCP_PROTO: 'tcp',
+		GRACEFUL_CLUSTER_PORT_80_TCP_PORT: '80',
+		GRACEFUL_CLUSTER_PORT_80_TCP_ADDR: '10.0.0.1',
+		GRACEFUL_CLUSTER_API_SERVICE_HOST: '10.0.0.2',
+		GRACEFUL_CLUSTER_REJECT_PERIOD: '4s',
+	};
+	t.is(run([script], env).settings.rejectPeriodMs, 4000);
+	t.is(process.env['GRACEFUL_CLUSTER_SERVICE_HOST'], undefined, 'restored as it was');
+});
+
 test.serial('an empty probe path turns the probe off', t => {
 	t.is(run(['--liveness-path', '', script]).settings.livenessPath, '');
 });

@@ -1,0 +1,141 @@
+// SIGHUP: replace every worker, one at a time, under load, without a failed request.
+import test from 'ava';
+import {rmSync, writeFileSync} from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import {setTimeout as delay} from 'node:timers/promises';
+import got from 'got';
+import {fixture, isAlive, startCluster} from '../helpers/cluster.js';
+import {client} from '../helpers/http.js';
+
+const url = (port: number, path: string) => `http://127.0.0.1:${port}${path}`;
+
+interface Load {
+	stop(): Promise<void>;
+	readonly results: Array<{status: number; pid: number; connection: string | undefined} | {error: string}>;
+	/** Resolves once `n` more requests have completed. */
+	more(n: number): Promise<void>;
+}
+
+/** Keep-alive clients in a loop, bounded in count and time; every outcome recorded. */
+function steadyLoad(port: number, clients = 8, maxMs = 30_000, maxRequests = 50_000): Load {
+	const agent = new http.Agent({keepAlive: true, maxSockets: clients});
+	const keepAliveClient = got.extend({retry: {limit: 0}, throwHttpErrors: false, agent: {http: agent}, timeout: {request: 10_000}});
+	const results: Load['results'] = [];
+	const waiters: Array<{at: number; resolve: () => void}> = [];
+	let stopped = false;
+	const until = Date.now() + maxMs;
+	const loop = async () => {
+		while (!stopped && Date.now() < until && results.length < maxRequests) {
+			try {
+				// eslint-disable-next-line no-await-in-loop
+				const response = await keepAliveClient(url(port, '/pid'));
+				results.push({status: response.statusCode, pid: Number(response.body), connection: response.headers.connection});
+			} catch (error) {
+				results.push({error: (error as {code?: string}).code ?? String(error)});
+			}
+
+			for (const waiter of waiters.filter(w => results.length >= w.at)) {
+				waiters.splice(waiters.indexOf(waiter), 1);
+				waiter.resolve();
+			}
+		}
+	};
+
+	const loops = Array.from({length: clients}, async () => loop());
+	return {
+		results,
+		async stop() {
+			stopped = true;
+			await Promise.all(loops);
+			agent.destroy();
+		},
+		async more(n) {
+			await new Promise<void>(resolve => {
+				waiters.push({at: results.length + n, resolve});
+			});
+		},
+	};
+}
+
+test('SIGHUP replaces every worker under steady keep-alive load: zero failed requests, every pid changes', async t => {
+	const app = await startCluster(t, ['--reject-period', '300ms', '--grace-period', '10s'], fixture('app.mjs'));
+	const oldPids = app.lines.filter(line => line.msg === 'worker listening').map(line => Number(line['workerPid']));
+	const load = steadyLoad(app.port);
+	t.teardown(async () => load.stop());
+	await load.more(200);
+
+	app.kill('SIGHUP');
+	await app.waitForLog('reload finished');
+	// The old workers leave once idle and their keep-alive connections have lingered.
+	await app.waitForLog(line => line.msg === 'worker exited' && line['role'] === 'retiring', {count: 2});
+	const doneAt = load.results.length;
+	await load.more(300);
+	await load.stop();
+
+	const failures = load.results.filter(result => 'error' in result || result.status !== 200);
+	t.deepEqual(failures, [], 'no request failed during the reload');
+	t.true(load.results.length > 500);
+	const newPids = app.lines.filter(line => line.msg === 'worker listening').map(line => Number(line['workerPid'])).slice(2);
+	t.is(newPids.length, 2);
+	for (const pid of oldPids) {
+		t.false(isAlive(pid), `old worker ${pid} is gone`);
+		t.false(newPids.includes(pid));
+	}
+
+	const pidsAfter = new Set(load.results.slice(doneAt).map(result => ('pid' in result ? result.pid : 0)));
+	t.deepEqual([...pidsAfter].sort(), [...newPids].sort(), 'after the reload only new workers answer');
+	t.like(app.lines.find(line => line.msg === 'reload finished'), {replaced: 2});
+	t.falsy(load.results.find(result => 'status' in result && result.status === 503), 'no 503 during a reload');
+
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+});
+
+test('a replacement that fails to start aborts the reload; the old workers keep serving', async t => {
+	const flag = path.join(os.tmpdir(), `gc-bad-deploy-${process.pid}-${Date.now()}`);
+	t.teardown(() => rmSync(flag, {force: true}));
+	const app = await startCluster(t, ['--reject-period', '300ms', '--max-start-failures', '2'], fixture('app.mjs'), {env: {FIXTURE_FAIL_IF_EXISTS: flag}});
+	const oldPids = app.lines.filter(line => line.msg === 'worker listening').map(line => Number(line['workerPid']));
+	writeFileSync(flag, 'bad deploy');
+	app.kill('SIGHUP');
+	const failed = await app.waitForLog('reload failed: a new worker did not start; the old workers keep serving');
+	t.regex(JSON.stringify(failed['stderr']), /bad deploy, refusing to start/);
+	t.is(failed['replaced'], 0);
+	const answered = new Set<number>();
+	for (let i = 0; i < 20; i++) {
+		// eslint-disable-next-line no-await-in-loop
+		answered.add(Number((await client(url(app.port, '/pid'))).body));
+	}
+
+	t.true([...answered].every(pid => oldPids.includes(pid)));
+	t.falsy(app.lines.find(line => line.msg === 'restarting worker'), 'a failed candidate is not restarted');
+	rmSync(flag);
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+});
+
+test('SIGHUP during a drain is ignored', async t => {
+	const app = await startCluster(t, ['--reject-period', '500ms'], fixture('app.mjs'));
+	app.kill('SIGTERM');
+	await app.waitForLog('drain started');
+	app.kill('SIGHUP');
+	await app.waitForLog('SIGHUP ignored: the cluster is shutting down');
+	t.is((await app.exited).code, 0, app.text());
+	t.falsy(app.lines.find(line => line.msg === 'reload started'));
+});
+
+test('SIGTERM during a reload drains everything that runs, old and new workers', async t => {
+	const app = await startCluster(t, ['--reject-period', '500ms'], fixture('app.mjs'), {env: {FIXTURE_LISTEN_DELAY_MS: '800'}});
+	app.kill('SIGHUP');
+	await app.waitForLog(line => line.msg === 'worker started' && line['role'] === 'candidate');
+	app.kill('SIGTERM');
+	const exit = await Promise.race([app.exited, delay(40_000).then(() => ({code: -1, signal: null, at: 0}))]);
+	t.is(exit.code, 0, app.text());
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain started'), {workers: 3}, 'the drain covers the old workers and the candidate');
+	t.truthy(app.lines.find(line => line.msg === 'worker exited' && line['role'] === 'candidate'));
+	t.is(app.lines.filter(line => line.msg === 'worker drained').length >= 2, true);
+	t.falsy(app.lines.find(line => line.msg === 'reload finished'));
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean'});
+});
