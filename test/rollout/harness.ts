@@ -607,7 +607,12 @@ export interface RunResult {
 	readonly ambiguous: Record<string, number>;
 	readonly ambiguousTotal: number;
 	readonly samples: readonly Sample[];
-	readonly inflight: {readonly sent: number; readonly completed: number; readonly outcomes: readonly Outcome[]};
+	/**
+	 * The long requests pinned to pod 1. `rerun`: how many of them another pod
+	 * started too (a retrying LB re-sent a request whose connection pod 1 dropped:
+	 * it completes, but it ran twice).
+	 */
+	readonly inflight: {readonly sent: number; readonly completed: number; readonly rerun: number; readonly outcomes: readonly Outcome[]};
 	/** Pod 1 after the signal: exit code/signal and ms to exit; `killed` when the harness had to. */
 	readonly exit: {readonly code: number | null; readonly signal: string | null; readonly afterMs: number; readonly killed: boolean};
 	/** ms from the signal until HAProxy marked pod 1 DOWN. */
@@ -746,7 +751,12 @@ export async function runRollout(options: RunOptions, cleanup: Cleanup): Promise
 			ambiguous,
 			ambiguousTotal: Object.values(ambiguous).reduce((a, b) => a + b, 0),
 			samples: [...tally.samples, ...inflightTally.samples],
-			inflight: {sent: longRequests, completed: inflightTally.get('ok'), outcomes: inflightOutcomes},
+			inflight: {
+				sent: longRequests,
+				completed: inflightTally.get('ok'),
+				rerun: [pod2, replacement].reduce((n, pod) => n + pod.count(line => line.text.includes(marker)), 0),
+				outcomes: inflightOutcomes,
+			},
 			exit: exit
 				? {code: exit.code, signal: exit.signal, afterMs: Math.round(exit.at - signalAt), killed: false}
 				: {code: null, signal: 'SIGKILL', afterMs: Math.round(performance.now() - signalAt), killed: true},
@@ -769,7 +779,7 @@ export function describe(result: RunResult): string {
 	return [
 		`${result.variant}, config ${result.scenario.id} (${result.scenario.name}):`,
 		`  requests ${result.requests}, 2xx ${result.ok}, 503 + Retry-After ${result.rejected}${span}, ambiguous: ${ambiguous}`,
-		`  in-flight long requests completed ${result.inflight.completed}/${result.inflight.sent} (${result.inflight.outcomes.join(', ')})`,
+		`  in-flight long requests completed ${result.inflight.completed}/${result.inflight.sent} (${result.inflight.outcomes.join(', ')}), re-run on another pod: ${result.inflight.rerun}`,
 		`  detection (SIGTERM -> HAProxy marks pod 1 DOWN) ${ms(result.detectionMs)}; last load request HAProxy logged as answered by the old pod 1 at ${ms(result.lastRoutedToOldMs)}`,
 		`  pod 1 exit ${result.exit.killed ? 'none (killed by the harness)' : `code ${result.exit.code} signal ${result.exit.signal}`} after ${ms(result.exit.afterMs)}; replacement started at ${ms(result.replacement.startMs)}, UP at ${ms(result.replacement.upMs)}, served ${result.replacement.served}`,
 		...result.samples.slice(0, 8).map(sample => `  sample: ${sample.atMs} ms ${sample.request} -> ${sample.outcome} (${sample.detail})`),

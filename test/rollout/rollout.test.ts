@@ -38,6 +38,7 @@ async function rollout(t: import('ava').ExecutionContext, id: number): Promise<R
 	t.true(result.requests > 300, `the load ran (${result.requests} requests)`);
 	t.is(result.ambiguousTotal, 0, `no ambiguous failure:\n${describe(result)}`);
 	t.is(result.inflight.completed, result.inflight.sent, `every in-flight request completed: ${result.inflight.outcomes.join(', ')}`);
+	t.is(result.inflight.rerun, 0, 'each in-flight request ran once, on pod 1');
 	t.false(result.exit.killed, 'pod 1 exited on its own');
 	t.is(result.exit.code, 0, 'pod 1 drained cleanly');
 	t.not(result.detectionMs, undefined, 'HAProxy marked pod 1 DOWN');
