@@ -1,0 +1,33 @@
+// README is the contract users read: every exit code and every flag must be in it.
+import test from 'ava';
+import {readFileSync} from 'node:fs';
+import path from 'node:path';
+import {parseArgs} from '../../src/args.js';
+import {ExitCode} from '../../src/exit-codes.js';
+import {ROOT} from '../helpers/cluster.js';
+
+const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+
+test('every exit code is in the README table, with its name', t => {
+	for (const [name, code] of Object.entries(ExitCode)) {
+		t.regex(readme, new RegExp(`^\\| ${code} \\| \`${name}\` \\|`, 'm'), `${name} = ${code}`);
+	}
+});
+
+test('every CLI option is in the README options table', t => {
+	const help = parseArgs(['--help'], ROOT);
+	const flags = [...(help.kind === 'print' ? help.text : '').matchAll(/--([a-z][a-z-]+)/g)].map(match => match[1]!);
+	t.true(flags.length > 10);
+	for (const flag of new Set(flags)) {
+		t.true(readme.includes(`--${flag}\``), `--${flag}`);
+	}
+});
+
+test('the README\'s two commands exist as written', t => {
+	const scripts = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts as Record<string, string>;
+	t.true(readme.includes('npm ci && npm run example'));
+	t.truthy(scripts['example']);
+	t.true(readme.includes('\nnpm test\n'));
+	t.truthy(scripts['test']);
+	t.regex(readFileSync(path.join(ROOT, '.ci/run'), 'utf8'), /^npm test$/m, '.ci/run runs the README\'s test command');
+});
