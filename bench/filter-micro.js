@@ -1,0 +1,63 @@
+// The request filter's own cost per request, without sockets: a real
+// http.Server, real IncomingMessage/ServerResponse objects, 20 responses in
+// flight, 1M requests through `server.emit('request')`, in a fresh process per
+// run (so that builds do not share V8's type feedback), runs alternating.
+// Less sensitive to a busy machine than req/s, since nothing waits on I/O.
+//
+//   node filter-micro.js                      # the build under test vs no filter
+//   node filter-micro.js <distA> <distB>      # two builds (dirs holding src/) vs no filter
+import {execFileSync} from 'node:child_process';
+import http from 'node:http';
+import process from 'node:process';
+import {summary} from './lib/stats.js';
+
+const N = 1_000_000;
+const INFLIGHT = 20;
+
+async function child(dist) {
+	const server = http.createServer(() => {});
+	if (dist !== 'bare') {
+		const {RequestFilter} = await import(`${dist}/src/worker/request-filter.js`);
+		// eslint-disable-next-line no-new
+		new RequestFilter(server, {retryAfterSeconds: 1, readinessPath: '/readyz', livenessPath: '/livez', onIdle() {}});
+	}
+
+	const ring = Array.from({length: INFLIGHT});
+	const started = process.hrtime.bigint();
+	for (let i = 0; i < N; i++) {
+		const request = new http.IncomingMessage(null);
+		request.url = '/';
+		const response = new http.ServerResponse(request);
+		server.emit('request', request, response);
+		ring[i % INFLIGHT]?.emit('close');
+		ring[i % INFLIGHT] = response;
+	}
+
+	process.stdout.write(String(Number(process.hrtime.bigint() - started) / N));
+}
+
+/** ns per request for each of `dists` (and 'bare'), median of `rounds` alternating runs. */
+export function measureFilter(dists, rounds = 6) {
+	const names = ['bare', ...dists];
+	const times = Object.fromEntries(names.map(name => [name, []]));
+	for (let round = 0; round < rounds; round++) {
+		const order = names.map((_, i) => names[(i + round) % names.length]);
+		for (const name of order) {
+			const out = execFileSync(process.execPath, [new URL(import.meta.url).pathname, '--child', name], {encoding: 'utf8', timeout: 60_000});
+			times[name].push(Number(out));
+		}
+	}
+
+	return Object.fromEntries(names.map(name => [name, summary(times[name])]));
+}
+
+if (process.argv[2] === '--child') {
+	await child(process.argv[3]);
+} else if (process.argv[1] === new URL(import.meta.url).pathname) {
+	const dists = process.argv.slice(2);
+	const result = measureFilter(dists.length > 0 ? dists : [new URL('../dist', import.meta.url).pathname]);
+	const bare = result.bare.median;
+	for (const [name, s] of Object.entries(result)) {
+		process.stdout.write(`${name}: ${s.median.toFixed(0)} ns/request (${s.min.toFixed(0)}-${s.max.toFixed(0)})${name === 'bare' ? '' : `, filter ${(s.median - bare).toFixed(0)} ns`}\n`);
+	}
+}
