@@ -55,10 +55,17 @@ export const envName = (flag: string): string => `GRACEFUL_CLUSTER_${flag.toUppe
 
 const describe = (flag: string): string => `--${flag} (${envName(flag)})`;
 
+/** Node's timers hold at most 2^31-1 ms (about 24.8 days); a longer one fires after 1 ms. */
+const MAX_TIMER_MS = 2_147_483_647;
+
 export function parseDurationSetting(flag: string, text: string): number {
 	const ms = parseDuration(text);
 	if (ms === undefined) {
 		throw new UsageError(`${describe(flag)}: "${text}" is not a duration. Write it as 500ms, 20s, 2m or a number of seconds.`);
+	}
+
+	if (ms > MAX_TIMER_MS) {
+		throw new UsageError(`${describe(flag)}: "${text}" is longer than 24 days, the longest timer Node.js keeps. Use a shorter duration.`);
 	}
 
 	return ms;

@@ -245,6 +245,9 @@ export class Fleet {
 			this.onExit(record, code, signal);
 			this.startWaiters.get(record.id)?.(false);
 			this.startWaiters.delete(record.id);
+			// Whoever still needs the record (a drain, a reload) holds it; the map
+			// only lists workers that may still run, so it does not grow with crashes.
+			this.records.delete(record.id);
 		});
 		return record;
 	}
@@ -307,11 +310,20 @@ export class Fleet {
 
 		if (before.name === 'starting') {
 			this.startFailuresInARow++;
-			if (this.startFailuresInARow >= this.options.maxStartFailures) {
+			// Give up only when nothing serves: with other workers listening, the app
+			// can start, and killing them would drop their requests. The capped
+			// backoff keeps retrying this slot instead.
+			if (this.startFailuresInARow >= this.options.maxStartFailures && !this.anyListening()) {
 				this.freeze();
 				this.events.giveUp(record);
 				return;
 			}
+		}
+
+		if (this.hasCandidate(record.slot)) {
+			// A reload is starting this slot's replacement: it takes the slot.
+			this.options.logger.info({slot: record.slot}, 'not restarting: a replacement for this slot is starting');
+			return;
 		}
 
 		if (uptimeMs >= STABLE_AFTER_MS) {
@@ -327,6 +339,21 @@ export class Fleet {
 				this.fork(record.slot);
 			}
 		}, delayMs);
+	}
+
+	/** Replaces a slot's worker now (after a failed reload whose old worker had crashed). */
+	restartSlot(slot: number): void {
+		if (this.mode === 'running') {
+			this.fork(slot);
+		}
+	}
+
+	private anyListening(): boolean {
+		return this.alive.some(record => record.role === 'member' && record.state.name === 'listening');
+	}
+
+	private hasCandidate(slot: number): boolean {
+		return this.alive.some(record => record.role === 'candidate' && record.slot === slot);
 	}
 
 	private timer(fn: () => void, ms: number): NodeJS.Timeout {

@@ -198,20 +198,33 @@ export class Primary {
 			const candidate = this.fleet.forkCandidate(record.slot);
 			// eslint-disable-next-line no-await-in-loop
 			const listening = await this.fleet.started(candidate);
-			if (this.state.name !== 'reloading') {
-				// A SIGTERM came meanwhile: the drain took every worker, old and new.
-				this.logger.info({replaced}, 'reload abandoned for the drain');
+			// Read through a method: TypeScript cannot see that the await let it change.
+			const now = this.stateName();
+			if (now !== 'reloading') {
+				// A SIGTERM came meanwhile (the drain took every worker, old and new), or
+				// the cluster is stopping.
+				this.logger.info({replaced, state: now}, 'reload abandoned: the cluster is shutting down');
 				return;
 			}
 
+			// Read again: the old worker may have crashed while its replacement started.
+			const oldCrashed = (record.state as WorkerRecord['state']).name === 'exited';
 			if (!listening) {
 				this.logger.error({replaced, worker: candidate.id, killedFor: candidate.killedFor, stderr: candidate.stderr.text}, 'reload failed: a new worker did not start; the old workers keep serving');
 				this.state = {name: 'running'};
+				if (oldCrashed) {
+					// Its restart was left to the candidate, which failed.
+					this.fleet.restartSlot(record.slot);
+				}
+
 				return;
 			}
 
 			this.fleet.promote(candidate);
-			this.fleet.retire(record, RETIRE_LINGER_MS, this.options.settings.gracePeriodMs);
+			if (!oldCrashed) {
+				this.fleet.retire(record, RETIRE_LINGER_MS, this.options.settings.gracePeriodMs);
+			}
+
 			replaced++;
 		}
 
@@ -241,7 +254,7 @@ export class Primary {
 		this.timers.push(setTimeout(() => {
 			for (const record of this.fleet.alive) {
 				if (!record.attached && record.worker.isConnected()) {
-					this.logger.info({worker: record.id, workerPid: record.pid}, 'disconnecting a worker that did not attach graceful-cluster');
+					this.logger.info({worker: record.id, workerPid: record.pid, state: record.state.name}, 'disconnecting a worker that did not attach graceful-cluster');
 					record.worker.disconnect();
 				}
 			}
@@ -259,6 +272,10 @@ export class Primary {
 		const serveLeft = Math.max(0, servePeriodMs - elapsed);
 		const rejectEndsIn = Math.max(0, servePeriodMs + rejectPeriodMs - elapsed);
 		return {type: 'drain', servePeriodMs: serveLeft, rejectPeriodMs: rejectEndsIn - serveLeft, gracePeriodMs: Math.max(0, gracePeriodMs - elapsed)};
+	}
+
+	private stateName(): PrimaryState['name'] {
+		return this.state.name;
 	}
 
 	private logProgress(): void {

@@ -17,20 +17,30 @@ import cluster from 'node:cluster';
 import {createLogger} from '../logger.js';
 import {openChannel} from './channel.js';
 
-const workerId = cluster.worker?.id ?? 0;
-const logger = createLogger({role: 'worker', level: process.env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info', workerId});
+// `child_process.fork()` copies `execArgv`, so the app's own children would load
+// this file too and then ignore SIGTERM; take it out of what they inherit.
+const self = import.meta.url;
+for (let index = process.execArgv.indexOf(self); index > 0 && process.execArgv[index - 1] === '--import'; index = process.execArgv.indexOf(self)) {
+	process.execArgv.splice(index - 1, 2);
+}
 
-openChannel(workerId, reason => {
-	logger.warn({reason}, 'ignored a malformed graceful-cluster message from the primary');
-});
+// Only a cluster worker of ours has a primary to wait for (`NODE_UNIQUE_ID`, which
+// makes `cluster.isWorker`, is gone from the environment of anything it starts).
+if (cluster.isWorker && cluster.worker) {
+	const workerId = cluster.worker.id;
+	const logger = createLogger({role: 'worker', level: process.env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info', workerId});
 
-const onSignal = (signal: NodeJS.Signals): void => {
-	logger.info({signal}, 'signal received by the worker; waiting for the primary to drain it');
-};
+	openChannel(workerId, reason => {
+		logger.warn({reason}, 'ignored a malformed graceful-cluster message from the primary');
+	});
 
+	const onSignal = (signal: NodeJS.Signals): void => {
+		logger.info({signal}, 'signal received by the worker; waiting for the primary to drain it');
+	};
 
-process.on('SIGTERM', onSignal);
-process.on('SIGINT', onSignal);
-// A hangup to the process group (terminal closed, `kill -HUP -<pgid>`) reaches
-// the workers too; only the primary acts on it (a reload).
-process.on('SIGHUP', onSignal);
+	process.on('SIGTERM', onSignal);
+	process.on('SIGINT', onSignal);
+	// A hangup to the process group (terminal closed, `kill -HUP -<pgid>`) reaches
+	// the workers too; only the primary acts on it (a reload).
+	process.on('SIGHUP', onSignal);
+}

@@ -40,6 +40,9 @@ export interface GracefulHandle {
 
 let processDrain: ProcessDrain | undefined;
 
+/** A second signal sooner than this after the first is the same event delivered twice. */
+const DUPLICATE_SIGNAL_MS = 500;
+
 function setUp(): ProcessDrain {
 	// Throws a UsageError naming the variable when a GRACEFUL_CLUSTER_* value is
 	// malformed: better to fail at start than to drain on a timeline nobody meant.
@@ -103,13 +106,23 @@ function runStandalone(drain: ProcessDrain, logger: Logger, settings: DrainSetti
 			process.exit(ExitCode.OK);
 		},
 	});
+	let signalledAt = 0;
 	const onSignal = (signal: NodeJS.Signals): void => {
 		if (signalled) {
+			// The same Ctrl-C often arrives twice at once (the terminal signals the
+			// process group, `npm start` forwards it again): only a later one is a
+			// second signal.
+			if (performance.now() - signalledAt < DUPLICATE_SIGNAL_MS) {
+				logger.info({signal}, 'repeated signal right after the first; ignoring it');
+				return;
+			}
+
 			logger.warn({signal, inflight: drain.inflight}, 'second signal during the drain; exiting now');
 			process.exit(ExitCode.SECOND_SIGNAL);
 		}
 
 		signalled = signal;
+		signalledAt = performance.now();
 		logger.info({signal}, 'signal received');
 		// The deadline goes first: if the app blocks the event loop later, it is
 		// still there when the loop comes back.

@@ -53,6 +53,12 @@ const SLOT = Symbol('graceful-cluster.slot');
 type Tracked = ServerResponse & {[SLOT]?: number};
 type EmitRequest = (this: Server, event: 'request', request: unknown, response: unknown) => boolean;
 
+/** True when the request carries a body (which may still be arriving). */
+function hasBody(request: IncomingMessage): boolean {
+	const {headers} = request;
+	return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+}
+
 /** True when `url` is `path` or `path?query`. An empty path never matches (probe turned off). */
 function isPath(url: string, path: string): boolean {
 	return path !== '' && url.startsWith(path) && (url.length === path.length || url.charCodeAt(path.length) === QUESTION_MARK);
@@ -97,7 +103,10 @@ export class RequestFilter {
 		// responses alike; 'finish' would miss a client that went away, and the count
 		// would never reach zero (stoppable's bug).
 		this.onResponseClose = function (this: ServerResponse) {
-			filter.forget(this);
+			if (!filter.forget(this)) {
+				return;
+			}
+
 			filter.inflight--;
 			if (filter.mode !== Mode.SERVING) {
 				filter.served++;
@@ -167,7 +176,17 @@ export class RequestFilter {
 			this.rejected++;
 			this.options.onReject?.(request);
 			response.writeHead(503, this.rejectHeaders);
-			response.end(REJECT_BODY);
+			if (hasBody(request)) {
+				// Answer at once, but close only after reading the body: closing a socket
+				// with unread data in it sends an RST, and a client still uploading sees
+				// EPIPE or a reset instead of the 503 (RFC 9112 section 9.6).
+				response.write(REJECT_BODY);
+				request.once('end', () => response.end());
+				request.resume();
+			} else {
+				response.end(REJECT_BODY);
+			}
+
 			return true;
 		}
 
@@ -179,21 +198,48 @@ export class RequestFilter {
 		(response as Tracked)[SLOT] = this.open.length;
 		this.open.push(response);
 		response.on('close', this.onResponseClose);
+		if (response.socket === null) {
+			this.watchQueued(request, response);
+		}
+
 		return false;
 	}
 
-	/** Takes a closed response out of `open`: the last one moves into its place. */
-	private forget(response: ServerResponse): void {
-		const index = (response as Tracked)[SLOT];
+	/**
+	 * A pipelined request whose response waits behind another has no socket yet,
+	 * and if the connection closes first (the client left, or the response ahead
+	 * carried `Connection: close`), Node never emits 'close' on it: count it done
+	 * when its connection closes. Rare, so a closure here is fine.
+	 */
+	private watchQueued(request: IncomingMessage, response: ServerResponse): void {
+		const {socket} = request;
+		const onSocketClose = (): void => {
+			this.onResponseClose.call(response);
+		};
+
+		socket.once('close', onSocketClose);
+		response.once('close', () => socket.removeListener('close', onSocketClose));
+	}
+
+	/**
+	 * Takes a closed response out of `open` (the last one moves into its place).
+	 * False when it was already out: its close was counted once.
+	 */
+	private forget(response: ServerResponse): boolean {
+		const tracked = response as Tracked;
+		const index = tracked[SLOT];
 		if (index === undefined) {
-			return;
+			return false;
 		}
 
+		tracked[SLOT] = undefined;
 		const last = this.open.pop()!;
 		if (last !== response) {
 			this.open[index] = last;
 			(last as Tracked)[SLOT] = index;
 		}
+
+		return true;
 	}
 
 	private answer(response: ServerResponse, status: number, body: Buffer): void {

@@ -2,7 +2,9 @@
 // killed primary, noisy output, hostile connections during a drain.
 import test from 'ava';
 import {spawnSync} from 'node:child_process';
-import {readFileSync} from 'node:fs';
+import {readFileSync, rmSync, writeFileSync} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import {setTimeout as delay} from 'node:timers/promises';
 import {CLI, fixture, isAlive, start, startCluster} from '../helpers/cluster.js';
 import {client, freePort, RawConnection} from '../helpers/http.js';
@@ -136,4 +138,30 @@ const canUnshare = spawnSync('unshare', ['--fork', '--pid', '--mount-proc', 'tru
 	const exit = await app.exited;
 	t.is(exit.code, 0, app.text());
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0});
+});
+
+test('a slot that keeps failing to start while other workers serve does not stop the cluster', async t => {
+	const flag = path.join(os.tmpdir(), `gc-flaky-${process.pid}-${Date.now()}`);
+	t.teardown(() => rmSync(flag, {force: true}));
+	const app = await startCluster(t, ['--max-start-failures', '2', '--restart-delay', '20ms', '--max-restart-delay', '100ms', '--reject-period', '300ms'], fixture('app.mjs'), {env: {FIXTURE_FAIL_IF_EXISTS: flag}});
+	writeFileSync(flag, 'broken');
+	void client(url(app.port, '/crash')).catch(() => undefined);
+	// Well past --max-start-failures: still retrying, the healthy worker still serving.
+	await app.waitForLog(line => line.msg === 'restarting worker' && Number(line['failuresInARow']) >= 4);
+	t.is((await client(url(app.port, '/'))).body, 'hello');
+	t.falsy(app.lines.find(line => line.level === 'fatal'));
+	rmSync(flag);
+	await app.waitForLog('worker listening', {count: 3});
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+});
+
+test('the app\'s own child processes do not inherit the worker bootstrap: SIGTERM ends them', async t => {
+	const app = await startCluster(t, ['--reject-period', '300ms'], fixture('app.mjs'));
+	const response = await client(url(app.port, '/fork'));
+	const report = JSON.parse(response.body) as {execArgv: string[]; signal: string | null};
+	t.false(report.execArgv.some(arg => arg.includes('bootstrap')), JSON.stringify(report.execArgv));
+	t.is(report.signal, 'SIGTERM');
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
 });

@@ -7,7 +7,7 @@ import path from 'node:path';
 import {setTimeout as delay} from 'node:timers/promises';
 import got from 'got';
 import {fixture, isAlive, startCluster} from '../helpers/cluster.js';
-import {client} from '../helpers/http.js';
+import {client, freePort} from '../helpers/http.js';
 
 const url = (port: number, path: string) => `http://127.0.0.1:${port}${path}`;
 
@@ -138,4 +138,18 @@ test('SIGTERM during a reload drains everything that runs, old and new workers',
 	t.is(app.lines.filter(line => line.msg === 'worker drained').length >= 2, true);
 	t.falsy(app.lines.find(line => line.msg === 'reload finished'));
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean'});
+});
+
+test('an old worker that crashes while its replacement starts: the replacement takes the slot, no extra worker', async t => {
+	const port = await freePort();
+	const app = await startCluster(t, ['--reject-period', '300ms', '--restart-delay', '10ms'], fixture('app.mjs'), {workers: 1, env: {PORT: String(port), FIXTURE_LISTEN_DELAY_MS: '800'}});
+	app.kill('SIGHUP');
+	await app.waitForLog(line => line.msg === 'worker started' && line['role'] === 'candidate');
+	void client(url(port, '/crash')).catch(() => undefined);
+	await app.waitForLog('not restarting: a replacement for this slot is starting');
+	t.like(await app.waitForLog('reload finished'), {replaced: 1});
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain started'), {workers: 1});
+	t.falsy(app.lines.find(line => line.msg === 'restarting worker'));
 });

@@ -72,6 +72,7 @@ test.serial('bad input is a UsageError that names the flag and says what to do',
 	usageError(t, ['--workers', 'abc', script], /--workers.*"abc".*whole number/);
 	usageError(t, ['--workers', '0', script], /--workers.*whole number from 1/);
 	usageError(t, ['--grace-period', 'banana', script], /--grace-period \(GRACEFUL_CLUSTER_GRACE_PERIOD\): "banana" is not a duration/);
+	usageError(t, ['--listen-timeout', '1000h', script], /--listen-timeout.*longer than 24 days/);
 	usageError(t, ['--reject-period=-1s', script], /--reject-period.*not a duration/);
 	usageError(t, ['--serve-period', '30s', '--reject-period', '60s', script], /must be less than --grace-period \(90s\)/);
 	usageError(t, ['--retry-after', '1.5', script], /--retry-after.*whole number/);

@@ -1,6 +1,7 @@
 // The request filter in-process: a real http.Server on port 0, real sockets.
 import test from 'ava';
 import {once} from 'node:events';
+import {Readable} from 'node:stream';
 import http, {type IncomingMessage, type ServerResponse} from 'node:http';
 import type {AddressInfo} from 'node:net';
 import {Mode, RequestFilter} from '../../src/worker/request-filter.js';
@@ -19,6 +20,8 @@ interface Rig {
 	response: (path: string) => ServerResponse;
 	rejectedUrls: string[];
 	idleCalls: number;
+	/** Resolves the first time the filter reports it is idle. */
+	idle: Promise<void>;
 }
 
 async function rig(t: import('ava').ExecutionContext): Promise<Rig> {
@@ -35,13 +38,19 @@ async function rig(t: import('ava').ExecutionContext): Promise<Rig> {
 
 		response.end('app');
 	});
-	const state = {rejectedUrls: [] as string[], idleCalls: 0};
+	let resolveIdle!: () => void;
+	const state = {rejectedUrls: [] as string[], idleCalls: 0, idle: new Promise<void>(resolve => {
+		resolveIdle = resolve;
+	})};
 	const filter = new RequestFilter(server, {
 		retryAfterSeconds: 7,
 		readinessPath: '/readyz',
 		livenessPath: '/livez',
 		onReject: request => state.rejectedUrls.push(request.url!),
-		onIdle: () => state.idleCalls++,
+		onIdle() {
+			state.idleCalls++;
+			resolveIdle();
+		},
 	});
 	await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
 	t.teardown(() => {
@@ -138,13 +147,66 @@ test('reject phase: 503 + Connection: close + Retry-After, on keep-alive and pip
 	t.deepEqual(r.rejectedUrls.slice(0, 1), ['/a']);
 });
 
-test('a POST body is not needed to reject: the 503 arrives whole', async t => {
+test('a rejected upload gets its 503, not a reset: the body is read before the connection closes', async t => {
 	const r = await rig(t);
 	r.filter.setMode(Mode.REJECT);
-	const response = await client.post(r.url('/upload'), {body: 'x'.repeat(64 * 1024)});
-	t.is(response.statusCode, 503);
-	t.is(response.headers['retry-after'], '7');
+	for (const size of [64 * 1024, 10 * 1024 * 1024]) {
+		// eslint-disable-next-line no-await-in-loop
+		const response = await client.post(r.url('/upload'), {body: Buffer.alloc(size, 'x')});
+		t.is(response.statusCode, 503, `${size} bytes`);
+		t.is(response.headers['retry-after'], '7');
+		t.regex(response.body, /shutting down/);
+	}
+
+	// An upload still being sent when the 503 arrives: the rest of it must be
+	// accepted and the connection closed with a FIN, not reset under the client.
+	const uploader = await RawConnection.open(r.port);
+	const total = 8 * 1024 * 1024;
+	uploader.socket.write(`POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: ${total}\r\n\r\n`);
+	uploader.socket.write(Buffer.alloc(1024 * 1024, 'a'));
+	const early = await uploader.readResponse();
+	t.is(early.status, 503);
+	uploader.socket.write(Buffer.alloc(total - 1024 * 1024, 'b'));
+	t.is(await uploader.closedByServer(), 'fin');
+
+	// Chunked, no Content-Length.
+	const chunked = await client.post(r.url('/upload'), {body: Readable.from([Buffer.alloc(1024 * 1024, 'y'), Buffer.alloc(1024 * 1024, 'z')])});
+	t.is(chunked.statusCode, 503);
 	t.deepEqual(r.seen, []);
+});
+
+test('a pipelined request queued behind a response that closes the connection is not left in flight', async t => {
+	const r = await rig(t);
+	const connection = await RawConnection.open(r.port);
+	const held = r.held();
+	connection.socket.write('GET /hold-first HTTP/1.1\r\nHost: x\r\n\r\nGET /second HTTP/1.1\r\nHost: x\r\n\r\n');
+	await held;
+	while (r.seen.length < 2) {
+		// eslint-disable-next-line no-await-in-loop
+		await new Promise(resolve => setImmediate(resolve));
+	}
+
+	t.is(r.filter.inflight, 2, 'both reached the app; the second response waits behind the first');
+	r.filter.setMode(Mode.DRAIN_SERVE);
+	r.release('/hold-first');
+	const first = await connection.readResponse();
+	t.is(first.headers['connection'], 'close');
+	t.is(await connection.closedByServer(), 'fin');
+	await r.idle;
+	t.is(r.filter.inflight, 0, 'the queued response, never sent, is no longer counted');
+	t.is(r.idleCalls, 1);
+});
+
+test('a client that pipelines and leaves does not leave requests counted in flight', async t => {
+	const r = await rig(t);
+	const connection = await RawConnection.open(r.port);
+	const held = r.held();
+	connection.socket.write('GET /hold-a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n');
+	await held;
+	const closed = once(r.response('/hold-a'), 'close');
+	connection.close();
+	await closed;
+	t.is(r.filter.inflight, 0);
 });
 
 test('listeners the app adds after attach are filtered too; detach restores the server', async t => {
