@@ -198,7 +198,7 @@ export class RequestFilter {
 		(response as Tracked)[SLOT] = this.open.length;
 		this.open.push(response);
 		response.on('close', this.onResponseClose);
-		if (response.socket === null) {
+		if (response.socket === null && request.socket) {
 			this.watchQueued(request, response);
 		}
 
