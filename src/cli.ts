@@ -30,6 +30,8 @@ const {options, workerCount} = result;
 const stdout = syncWriter(1);
 const stderr = syncWriter(2);
 const logger = createLogger({role: 'primary', level: options.logLevel, destination: stdout});
+// Constructed first: it takes over SIGTERM/SIGINT/SIGHUP.
+const primary = new Primary(options, {logger, stdout, stderr});
 logger.info({
 	script: options.script,
 	args: options.args,
@@ -47,5 +49,5 @@ process.on('uncaughtException', error => {
 	process.exit(ExitCode.INTERNAL);
 });
 
-const code = await new Primary(options, {logger, stdout, stderr}).run();
+const code = await primary.run();
 process.exit(code);

@@ -86,6 +86,8 @@ export class Fleet {
 	private readonly timers = new Set<NodeJS.Timeout>();
 	private startFailuresInARow = 0;
 	private invalidLogs = 0;
+	/** Workers' output streams not yet ended: their last lines may still be in the pipes. */
+	private readonly pendingOutput = new Set<Promise<void>>();
 	/** Who waits for a worker's start: resolved true when it listens, false if it exits first. */
 	private readonly startWaiters = new Map<number, (listening: boolean) => void>();
 
@@ -148,6 +150,22 @@ export class Fleet {
 		});
 	}
 
+	/**
+	 * Resolves once every worker's stdout and stderr have ended, so the lines a
+	 * worker wrote just before it exited reach the log before the primary exits;
+	 * or after `timeoutMs`, in case a process the app started still holds a pipe.
+	 */
+	async outputFlushed(timeoutMs: number): Promise<void> {
+		let timer: NodeJS.Timeout | undefined;
+		await Promise.race([
+			Promise.all(this.pendingOutput),
+			new Promise<void>(resolve => {
+				timer = setTimeout(resolve, timeoutMs);
+			}),
+		]);
+		clearTimeout(timer);
+	}
+
 	/** A reload's replacement for `slot`. */
 	forkCandidate(slot: number): WorkerRecord {
 		return this.fork(slot, 'candidate');
@@ -195,15 +213,15 @@ export class Fleet {
 		};
 		this.records.set(worker.id, record);
 		const {stdout, stderr} = worker.process;
-		if (stdout) {
-			new LineForwarder(this.options.stdout).attach(stdout);
-		}
+		const output = Promise.all([
+			stdout ? new LineForwarder(this.options.stdout).attach(stdout) : undefined,
+			stderr ? new LineForwarder(this.options.stderr, record.stderr.add).attach(stderr) : undefined,
+		]).then(() => {
+			this.pendingOutput.delete(output);
+		});
+		this.pendingOutput.add(output);
 
-		if (stderr) {
-			new LineForwarder(this.options.stderr, record.stderr.add).attach(stderr);
-		}
-
-		this.options.logger.info({worker: record.id, workerPid: record.pid, slot, ...(role === 'member' ? {} : {role})}, 'worker started');
+		this.options.logger.info({worker: record.id, workerPid: record.pid, slot, ...(role === 'member' ? {} : {workerRole: role})}, 'worker started');
 		const listenTimer = this.options.listenTimeoutMs > 0 && this.mode === 'running'
 			? this.timer(() => {
 				if (record.state.name === 'starting') {
@@ -296,7 +314,7 @@ export class Fleet {
 		record.state = {name: 'exited', code, signal, before};
 		const uptimeMs = Math.round(performance.now() - record.startedAt);
 		const crashed = before.name !== 'drained' && record.role === 'member';
-		const log = {worker: record.id, workerPid: record.pid, code, signal, uptimeMs, state: before.name, ...(record.role === 'member' ? {} : {role: record.role}), ...(record.report ? {inflight: record.report.inflight} : {}), ...(record.killedFor ? {killedFor: record.killedFor} : {})};
+		const log = {worker: record.id, workerPid: record.pid, code, signal, uptimeMs, state: before.name, ...(record.role === 'member' ? {} : {workerRole: record.role}), ...(record.report ? {inflight: record.report.inflight} : {}), ...(record.killedFor ? {killedFor: record.killedFor} : {})};
 		if (crashed && this.mode === 'running') {
 			this.options.logger.error(log, 'worker exited');
 		} else {

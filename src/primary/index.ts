@@ -65,6 +65,8 @@ const PROGRESS_INTERVAL_MS = 1000;
 const RETIRE_LINGER_MS = 1000;
 /** A second signal sooner than this after the first is the same event delivered twice. */
 const DUPLICATE_SIGNAL_MS = 500;
+/** How long to wait, once every worker has exited, for the rest of their output. */
+const OUTPUT_FLUSH_MS = 1000;
 /** After SIGKILL, how long to wait for the 'exit' events before exiting anyway. */
 const KILL_WAIT_MS = 2000;
 
@@ -118,16 +120,23 @@ export class Primary {
 				this.giveUp(record);
 			},
 		});
-	}
-
-	/** Forks the workers and resolves with the exit code once the cluster has stopped. */
-	run(): Promise<ExitCode> {
+		// At once, before anything is logged or forked: a SIGTERM during start-up
+		// must drain (here: end an empty cluster with 0), not kill the primary.
 		for (const signal of ['SIGTERM', 'SIGINT'] as const) {
 			process.on(signal, this.onStopSignal);
 		}
 
 		process.on('SIGHUP', this.onHangup);
-		this.fleet.start();
+	}
+
+	/** Forks the workers and resolves with the exit code once the cluster has stopped. */
+	run(): Promise<ExitCode> {
+		// A signal that came before this (the handlers are installed by the
+		// constructor) already ended the cluster: nothing to start.
+		if (this.state.name === 'running') {
+			this.fleet.start();
+		}
+
 		return this.done;
 	}
 
@@ -393,7 +402,9 @@ export class Primary {
 			clearTimeout(timer);
 		}
 
-		this.resolveDone(code);
+		void this.fleet.outputFlushed(OUTPUT_FLUSH_MS).then(() => {
+			this.resolveDone(code);
+		});
 	}
 }
 

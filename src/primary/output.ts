@@ -21,17 +21,22 @@ export class LineForwarder {
 
 	constructor(private readonly target: LineSink, private readonly onLine?: (line: string) => void) {}
 
-	attach(source: Readable): void {
+	/** Resolves once the source has ended (its last line passed on) or failed. */
+	attach(source: Readable): Promise<void> {
 		source.setEncoding('utf8');
 		source.on('data', (chunk: string) => {
 			this.push(chunk);
 		});
-		source.on('end', () => {
-			this.flush();
-		});
-		// A worker killed mid-write can leave the pipe in error; the exit is reported elsewhere.
-		source.on('error', () => {
-			this.flush();
+		return new Promise(resolve => {
+			const done = (): void => {
+				this.flush();
+				resolve();
+			};
+
+			source.once('end', done);
+			source.once('close', done);
+			// A worker killed mid-write can leave the pipe in error; the exit is reported elsewhere.
+			source.once('error', done);
 		});
 	}
 

@@ -12,6 +12,7 @@ import {performance} from 'node:perf_hooks';
 import {createLogger, type Logger} from '../logger.js';
 import {settingsFromEnv, type DrainSettings} from '../settings.js';
 import {ExitCode} from '../exit-codes.js';
+import {UsageError} from '../errors.js';
 import {getChannel, type WorkerChannel} from './channel.js';
 import {ProcessDrain, type PhaseName, type ShutdownHook} from './drain.js';
 
@@ -44,11 +45,23 @@ let processDrain: ProcessDrain | undefined;
 const DUPLICATE_SIGNAL_MS = 500;
 
 function setUp(): ProcessDrain {
-	// Throws a UsageError naming the variable when a GRACEFUL_CLUSTER_* value is
-	// malformed: better to fail at start than to drain on a timeline nobody meant.
-	const settings = settingsFromEnv(process.env);
-	const level = process.env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info';
 	const channel = getChannel();
+	let settings: DrainSettings;
+	try {
+		settings = settingsFromEnv(process.env);
+	} catch (error) {
+		// A malformed GRACEFUL_CLUSTER_* value: better to stop at start than to drain
+		// on a timeline nobody meant. Under the CLI the primary set these variables
+		// itself, so this is a standalone app: exit as the CLI does on bad input.
+		if (error instanceof UsageError && !channel) {
+			process.stderr.write(`graceful-cluster: ${error.message}\n`);
+			process.exit(ExitCode.USAGE);
+		}
+
+		throw error;
+	}
+
+	const level = process.env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info';
 	if (channel) {
 		const logger = createLogger({role: 'worker', level, workerId: channel.workerId});
 		const drain = new ProcessDrain(settings, logger);

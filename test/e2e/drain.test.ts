@@ -2,13 +2,15 @@
 import test from 'ava';
 import {performance} from 'node:perf_hooks';
 import {fixture, isAlive, startCluster} from '../helpers/cluster.js';
+import {RequestError} from 'got';
 import {client, RawConnection} from '../helpers/http.js';
 
 const url = (port: number, path: string) => `http://127.0.0.1:${port}${path}`;
 
 test('SIGTERM: probes flip, new requests get 503 + Connection: close + Retry-After, in-flight requests finish, exit 0 after the reject phase', async t => {
-	const rejectMs = 1500;
-	const app = await startCluster(t, ['--reject-period', `${rejectMs}ms`, '--grace-period', '10s'], fixture('app.mjs'));
+	// Long enough for every check below to land inside the reject phase on a busy machine.
+	const rejectMs = 3000;
+	const app = await startCluster(t, ['--reject-period', `${rejectMs}ms`, '--grace-period', '15s', '--log-level', 'debug'], fixture('app.mjs'));
 
 	// Before the signal: both probes 200, the app answers.
 	t.is((await client(url(app.port, '/readyz'))).statusCode, 200);
@@ -22,7 +24,7 @@ test('SIGTERM: probes flip, new requests get 503 + Connection: close + Retry-Aft
 	t.not(first.headers['connection'], 'close');
 
 	// A request in flight when the signal comes.
-	const slow = client(url(app.port, '/slow?ms=2500&id=inflight'));
+	const slow = client(url(app.port, '/slow?ms=4500&id=inflight'));
 	await app.waitForLog('fixture request started');
 
 	const signalledAt = app.kill('SIGTERM');
@@ -55,7 +57,8 @@ test('SIGTERM: probes flip, new requests get 503 + Connection: close + Retry-Aft
 	t.is(done.headers['connection'], 'close');
 
 	const progress = await app.waitForLog('drain progress');
-	t.true(typeof progress['inflight'] === 'number');
+	t.is(progress['inflight'], 1, 'the slow request, reported by its worker');
+	t.is(Object.keys(progress['workers'] as object).length, 2);
 
 	const exit = await app.exited;
 	t.is(exit.code, 0, app.text());
@@ -66,10 +69,16 @@ test('SIGTERM: probes flip, new requests get 503 + Connection: close + Retry-Aft
 	const hooks = app.lines.filter(line => line.msg === 'fixture shutdown hook');
 	t.is(hooks.length, 2);
 	const finished = app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished');
-	t.like(finished, {outcome: 'clean', exitCode: 0});
-	t.true(Number(finished?.['served']) >= 1);
-	t.true(Number(finished?.['rejected']) >= 2);
+	// Served: the slow request. Rejected: the new connection's and the keep-alive one's (probes do not count).
+	t.like(finished, {outcome: 'clean', exitCode: 0, served: 1, rejected: 2});
 	t.is(app.lines.filter(line => line.msg === 'worker drained').length, 2);
+	// One debug line per rejected request, and the per-second summary at info.
+	const rejectedLines = app.lines.filter(line => line.msg === 'request rejected');
+	t.is(rejectedLines.length, 2);
+	t.like(rejectedLines[0], {level: 'debug', method: 'GET', path: '/'});
+	t.truthy(rejectedLines[0]?.['remote']);
+	const summaries = app.lines.filter(line => line.msg === 'rejected requests while draining');
+	t.is(summaries.reduce((sum, line) => sum + Number(line['rejectedRecently']), 0), 2);
 });
 
 test('the deadline: a request that never ends is cut off on time, workers are SIGKILLed, exit 3', async t => {
@@ -93,11 +102,13 @@ test('the deadline: a request that never ends is cut off on time, workers are SI
 		t.false(isAlive(pid), `worker ${pid} is gone`);
 	}
 
-	t.truthy(await hanging, 'the hanging request failed when its worker was killed');
+	const failure = await hanging;
+	t.true(failure instanceof RequestError, 'the hanging request failed when its worker was killed');
+	t.is((failure as RequestError).code, 'ECONNRESET');
 });
 
 test('serve period: new requests are served with Connection: close, then rejected', async t => {
-	const app = await startCluster(t, ['--serve-period', '1s', '--reject-period', '1s', '--grace-period', '10s'], fixture('app.mjs'));
+	const app = await startCluster(t, ['--serve-period', '3s', '--reject-period', '2s', '--grace-period', '10s'], fixture('app.mjs'));
 	app.kill('SIGTERM');
 	await app.waitForLog(line => line.role === 'worker' && line.msg === 'drain started', {count: 2});
 
@@ -116,7 +127,7 @@ test('serve period: new requests are served with Connection: close, then rejecte
 });
 
 test('a worker that never calls attach() gets the basic drain: served until the reject phase ends, then disconnected', async t => {
-	const app = await startCluster(t, ['--reject-period', '800ms', '--grace-period', '10s'], fixture('app.mjs'), {env: {FIXTURE_NO_ATTACH: '1'}});
+	const app = await startCluster(t, ['--reject-period', '2s', '--grace-period', '10s'], fixture('app.mjs'), {env: {FIXTURE_NO_ATTACH: '1'}});
 	app.kill('SIGTERM');
 	await app.waitForLog('drain started');
 	t.is((await client(url(app.port, '/'))).statusCode, 200, 'no filter without the helper');
@@ -124,4 +135,38 @@ test('a worker that never calls attach() gets the basic drain: served until the 
 	const exit = await app.exited;
 	t.is(exit.code, 0, app.text());
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean'});
+});
+
+test('with nothing in flight the drain still lasts the whole reject phase, then stops listening and closes idle keep-alive connections', async t => {
+	const rejectMs = 1500;
+	const app = await startCluster(t, ['--reject-period', `${rejectMs}ms`, '--grace-period', '10s'], fixture('app.mjs'));
+	const idle = await RawConnection.open(app.port);
+	t.is((await idle.request('/')).status, 200);
+	const signalledAt = app.kill('SIGTERM');
+	t.is(await idle.closedByServer(), 'fin', 'an idle keep-alive connection is closed, not reset');
+	t.true(performance.now() - signalledAt >= rejectMs, 'but not before the reject phase ends');
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	const elapsed = exit.at - signalledAt;
+	t.true(elapsed >= rejectMs && elapsed < rejectMs + 1000, `exited ${Math.round(elapsed)} ms after the signal`);
+});
+
+test('at the end of the reject phase the workers stop listening: new connections are refused while a request still runs', async t => {
+	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', '10s'], fixture('app.mjs'));
+	const slow = client(url(app.port, '/slow?ms=3000'));
+	await app.waitForLog('fixture request started');
+	app.kill('SIGTERM');
+	await app.waitForLog('stopped listening; waiting for requests in flight', {count: 2});
+	await t.throwsAsync(client(url(app.port, '/')), {code: 'ECONNREFUSED'});
+	t.is((await slow).statusCode, 200);
+	t.is((await app.exited).code, 0, app.text());
+});
+
+test('a worker without the helper that still holds a request at the deadline is killed: exit 3', async t => {
+	const app = await startCluster(t, ['--reject-period', '300ms', '--grace-period', '2s'], fixture('app.mjs'), {env: {FIXTURE_NO_ATTACH: '1'}});
+	void client(url(app.port, '/hang')).catch(() => undefined);
+	await app.waitForLog('fixture request started');
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 3, app.text());
+	t.like(app.lines.find(line => line.msg === 'killing worker'), {reason: 'deadline', inflight: null});
 });

@@ -3,6 +3,7 @@
 import test from 'ava';
 import {spawnSync} from 'node:child_process';
 import {readFileSync, rmSync, writeFileSync} from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import {setTimeout as delay} from 'node:timers/promises';
@@ -74,13 +75,15 @@ test('an app that never listens counts as failed after --listen-timeout', async 
 });
 
 test('no restarts during a drain; a worker that crashes mid-drain is logged with its in-flight count, exit 5', async t => {
-	const app = await startCluster(t, ['--serve-period', '3s', '--reject-period', '500ms', '--grace-period', '20s'], fixture('app.mjs'));
+	const app = await startCluster(t, ['--serve-period', '3s', '--reject-period', '500ms', '--grace-period', '20s'], fixture('app.mjs'), {workers: 1});
+	const slow = client(url(app.port, '/slow?ms=5000')).catch((error: unknown) => error);
+	await app.waitForLog('fixture request started');
 	app.kill('SIGTERM');
-	await app.waitForLog(line => line.role === 'worker' && line.msg === 'drain started', {count: 2});
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'drain started');
 	void client(url(app.port, '/crash')).catch(() => undefined);
 	const exited = await app.waitForLog('worker exited');
-	t.is(exited['code'], 7);
-	t.true('inflight' in exited, 'the last reported in-flight count is in the exit line');
+	t.like(exited, {code: 7, inflight: 1}, 'the in-flight count the worker last reported: the slow request');
+	t.truthy(await slow);
 	const exit = await app.exited;
 	t.is(exit.code, 5, app.text());
 	t.falsy(app.lines.find(line => line.msg === 'restarting worker'));
@@ -100,7 +103,7 @@ test('workers\' long output lines reach stdout whole, never interleaved', async 
 	const lines = 40;
 	const app = await startCluster(t, ['--reject-period', '300ms'], fixture('noisy.mjs'), {workers: 2, env: {NOISY_LINES: String(lines), NOISY_SIZE: '100000'}});
 	app.kill('SIGTERM');
-	await app.exited;
+	t.is((await app.exited).code, 0, app.text().slice(-2000));
 	const noisy = app.lines.filter(line => line.msg === 'noisy line');
 	t.is(noisy.length, 2 * lines, 'every line parsed as whole JSON');
 	t.true(noisy.every(line => String(line['padding']).length === 100_000));
@@ -113,16 +116,40 @@ test('a slowloris connection and garbage bytes do not hold the drain past the re
 	const slowloris = await RawConnection.open(app.port);
 	slowloris.socket.write('GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ');
 	const garbage = await RawConnection.open(app.port);
-	garbage.socket.write('\u0000\u0001\u0002 not http at all\r\n\r\n');
-	t.is(await garbage.closedByServer(), 'fin', 'Node answers garbage with 400 and closes');
 	const signalledAt = app.kill('SIGTERM');
-	await app.waitForLog('drain started');
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'drain started', {count: 2});
+	garbage.socket.write('\u0000\u0001\u0002 not http at all\r\n\r\n');
+	t.is(await garbage.closedByServer(), 'fin', 'Node answers garbage with 400 and closes, during the drain too');
 	slowloris.socket.write('still');
 	const exit = await app.exited;
 	t.is(exit.code, 0, app.text());
-	t.true(exit.at - signalledAt < rejectMs + 1500, `exited ${Math.round(exit.at - signalledAt)} ms after the signal`);
-	await slowloris.closedByServer();
-	t.pass();
+	const elapsed = exit.at - signalledAt;
+	t.true(elapsed >= rejectMs && elapsed < rejectMs + 1500, `exited ${Math.round(elapsed)} ms after the signal`);
+	t.is(await slowloris.closedByServer(), 'fin', 'the half-sent request is closed when the drain ends');
+});
+
+test('an app that cannot bind its port (in use) is a failed start: exit 6 with EADDRINUSE in the report', async t => {
+	const blocker = net.createServer();
+	await new Promise<void>(resolve => blocker.listen(0, resolve));
+	t.teardown(() => blocker.close());
+	const {port} = blocker.address() as net.AddressInfo;
+	const app = start(t, ['-w', '1', '--max-start-failures', '2', '--restart-delay', '10ms', fixture('app.mjs')], {env: {PORT: String(port)}});
+	t.is((await app.exited).code, 6, app.text());
+	t.regex(JSON.stringify(app.lines.find(line => line.level === 'fatal')?.['stderr']), /EADDRINUSE/);
+});
+
+test('the start-up line says how the worker count was chosen', async t => {
+	const flagged = await startCluster(t, ['--reject-period', '0'], fixture('app.mjs'), {workers: 2});
+	t.like(flagged.lines.find(line => line.msg === 'starting workers'), {workers: 2, workersFrom: 'flag'});
+	flagged.kill('SIGTERM');
+	await flagged.exited;
+	const auto = start(t, ['--reject-period', '0', fixture('app.mjs')]);
+	const line = await auto.waitForLog('starting workers');
+	t.true(['cgroup-v2', 'cgroup-v1', 'available-parallelism'].includes(String(line['workersFrom'])));
+	t.true(Number(line['workers']) >= 1);
+	t.is(line['availableParallelism'], os.availableParallelism());
+	auto.kill('SIGTERM');
+	t.is((await auto.exited).code, 0);
 });
 
 // Needs a PID namespace (root, as CI runs); without one there is nothing to test.

@@ -52,9 +52,15 @@ function steadyLoad(port: number, clients = 8, maxMs = 30_000, maxRequests = 50_
 			agent.destroy();
 		},
 		async more(n) {
-			await new Promise<void>(resolve => {
-				waiters.push({at: results.length + n, resolve});
-			});
+			// Bounded: if the load stopped (its own caps) this fails instead of hanging.
+			await Promise.race([
+				new Promise<void>(resolve => {
+					waiters.push({at: results.length + n, resolve});
+				}),
+				delay(20_000, undefined, {ref: false}).then(() => {
+					throw new Error(`the load did not complete ${n} more requests within 20 s (${results.length} so far)`);
+				}),
+			]);
 		},
 	};
 }
@@ -66,10 +72,12 @@ test('SIGHUP replaces every worker under steady keep-alive load: zero failed req
 	t.teardown(async () => load.stop());
 	await load.more(200);
 
+	const hupAt = load.results.length;
 	app.kill('SIGHUP');
 	await app.waitForLog('reload finished');
+	t.true(load.results.length - hupAt > 20, 'requests were served while the reload ran');
 	// The old workers leave once idle and their keep-alive connections have lingered.
-	await app.waitForLog(line => line.msg === 'worker exited' && line['role'] === 'retiring', {count: 2});
+	await app.waitForLog(line => line.msg === 'worker exited' && line['workerRole'] === 'retiring', {count: 2});
 	const doneAt = load.results.length;
 	await load.more(300);
 	await load.stop();
@@ -88,6 +96,16 @@ test('SIGHUP replaces every worker under steady keep-alive load: zero failed req
 	t.deepEqual([...pidsAfter].sort(), [...newPids].sort(), 'after the reload only new workers answer');
 	t.like(app.lines.find(line => line.msg === 'reload finished'), {replaced: 2});
 	t.falsy(load.results.find(result => 'status' in result && result.status === 503), 'no 503 during a reload');
+	t.true(load.results.some(result => 'pid' in result && oldPids.includes(result.pid) && result.connection === 'close'), 'a retiring worker answered its keep-alive stragglers with Connection: close');
+	// Each new worker listened before the old worker of its slot began to retire.
+	const at = (msg: string, worker: unknown) => app.lines.findIndex(line => line.msg === msg && line['worker'] === worker);
+	const started = app.lines.filter(line => line.msg === 'worker started' && line['workerRole'] === 'candidate').map(line => line['worker']);
+	const retired = app.lines.filter(line => line.msg === 'retiring: replaced by a new worker').map(line => line['worker']);
+	t.is(started.length, 2);
+	t.is(retired.length, 2);
+	for (const [index, candidate] of started.entries()) {
+		t.true(at('worker listening', candidate) < at('retiring: replaced by a new worker', retired[index]), `worker ${String(candidate)} listened before worker ${String(retired[index])} retired`);
+	}
 
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());
@@ -127,15 +145,17 @@ test('SIGHUP during a drain is ignored', async t => {
 });
 
 test('SIGTERM during a reload drains everything that runs, old and new workers', async t => {
-	const app = await startCluster(t, ['--reject-period', '500ms'], fixture('app.mjs'), {env: {FIXTURE_LISTEN_DELAY_MS: '800'}});
+	// A reject phase long enough for the slow-starting candidate to attach during it.
+	const app = await startCluster(t, ['--reject-period', '3s'], fixture('app.mjs'), {env: {FIXTURE_LISTEN_DELAY_MS: '800'}});
 	app.kill('SIGHUP');
-	await app.waitForLog(line => line.msg === 'worker started' && line['role'] === 'candidate');
+	await app.waitForLog(line => line.msg === 'worker started' && line['workerRole'] === 'candidate');
 	app.kill('SIGTERM');
-	const exit = await Promise.race([app.exited, delay(40_000).then(() => ({code: -1, signal: null, at: 0}))]);
+	const exit = await Promise.race([app.exited, delay(40_000, undefined, {ref: false}).then(() => ({code: -1, signal: null, at: 0}))]);
 	t.is(exit.code, 0, app.text());
 	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain started'), {workers: 3}, 'the drain covers the old workers and the candidate');
-	t.truthy(app.lines.find(line => line.msg === 'worker exited' && line['role'] === 'candidate'));
-	t.is(app.lines.filter(line => line.msg === 'worker drained').length >= 2, true);
+	t.truthy(app.lines.find(line => line.msg === 'worker exited' && line['workerRole'] === 'candidate'));
+	t.is(app.lines.filter(line => line.msg === 'worker drained').length, 3, 'the candidate drained too');
+	t.like(app.lines.find(line => line.msg === 'worker exited' && line['workerRole'] === 'candidate'), {state: 'drained', code: 0});
 	t.falsy(app.lines.find(line => line.msg === 'reload finished'));
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean'});
 });
@@ -144,7 +164,7 @@ test('an old worker that crashes while its replacement starts: the replacement t
 	const port = await freePort();
 	const app = await startCluster(t, ['--reject-period', '300ms', '--restart-delay', '10ms'], fixture('app.mjs'), {workers: 1, env: {PORT: String(port), FIXTURE_LISTEN_DELAY_MS: '800'}});
 	app.kill('SIGHUP');
-	await app.waitForLog(line => line.msg === 'worker started' && line['role'] === 'candidate');
+	await app.waitForLog(line => line.msg === 'worker started' && line['workerRole'] === 'candidate');
 	void client(url(port, '/crash')).catch(() => undefined);
 	await app.waitForLog('not restarting: a replacement for this slot is starting');
 	t.like(await app.waitForLog('reload finished'), {replaced: 1});

@@ -50,9 +50,14 @@ test('the same signal delivered twice at once is one drain; a later second signa
 	await app.waitForLog('repeated signal right after the first; ignoring it');
 	// A second later (the first progress line) the user is impatient.
 	await app.waitForLog('drain progress');
+	const pids = app.lines.filter(line => line.msg === 'worker listening').map(line => Number(line['workerPid']));
 	const secondAt = app.kill('SIGINT');
 	const exit = await app.exited;
 	t.is(exit.code, 4, app.text());
 	t.true(exit.at - secondAt < 2000, 'exits at once');
+	t.is(app.lines.filter(line => line.msg === 'killing worker').length, 2);
+	for (const pid of pids) {
+		t.false(isAlive(pid), `worker ${pid} was killed`);
+	}
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'forced', exitCode: 4});
 });

@@ -5,6 +5,7 @@
  */
 import {spawn, type ChildProcess} from 'node:child_process';
 import {EventEmitter} from 'node:events';
+import {readFileSync} from 'node:fs';
 import {fileURLToPath} from 'node:url';
 import path from 'node:path';
 import {performance} from 'node:perf_hooks';
@@ -143,11 +144,21 @@ export async function startCluster(t: ExecutionContext, options: readonly string
 	return Object.assign(proc, {port});
 }
 
-/** True while a process with this pid exists. */
+/**
+ * True while a process with this pid runs. A zombie (exited, not yet reaped by
+ * whoever inherited it) does not count: it holds no port and runs no code.
+ */
 export function isAlive(pid: number): boolean {
 	try {
 		process.kill(pid, 0);
-		return true;
+	} catch {
+		return false;
+	}
+
+	try {
+		const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+		const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+		return state !== 'Z' && state !== 'X';
 	} catch {
 		return false;
 	}
