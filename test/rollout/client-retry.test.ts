@@ -64,17 +64,34 @@ test('got with its default retry policy, retrying on the other pod, sees no fail
 	// Long requests in flight on the draining pod when the signal comes.
 	const longs = [0, 1].map(async i => api(`http://127.0.0.1:${draining.port}/slow?ms=3000&id=long-${i}`));
 	await draining.waitForLog('fixture request started', {count: 2});
-	while (ok < 200) {
-		// eslint-disable-next-line no-await-in-loop
-		await new Promise(resolve => setTimeout(resolve, 20));
-	}
+	// Bounded waits on the load's own progress, not on the clock.
+	const okAtLeast = async (n: number, what: string) => {
+		const until = Date.now() + 20_000;
+		while (ok < n) {
+			if (Date.now() > until) {
+				throw new Error(`${what}: only ${ok} requests succeeded within 20 s`);
+			}
+
+			// eslint-disable-next-line no-await-in-loop
+			await new Promise(resolve => setTimeout(resolve, 20));
+		}
+	};
+
+	await okAtLeast(200, 'warm-up');
 
 	draining.kill('SIGTERM');
 	await draining.waitForLog('rejecting new requests', {count: 2});
 	const exit = await draining.exited;
 	// Keep going a little after the exit: requests to the gone pod are refused, then retried.
 	const okAtExit = ok;
-	await new Promise(resolve => setTimeout(resolve, 1500));
+	// Until the clients have met the gone pod (refused, retried elsewhere) and carried on.
+	await okAtLeast(okAtExit + 100, 'after the exit');
+	const refusedAt = Date.now() + 10_000;
+	while ((retriedOn['ECONNREFUSED'] ?? 0) === 0 && Date.now() < refusedAt) {
+		// eslint-disable-next-line no-await-in-loop
+		await new Promise(resolve => setTimeout(resolve, 20));
+	}
+
 	stopped = true;
 	await Promise.all(clients);
 	const longResponses = await Promise.all(longs);
@@ -83,7 +100,8 @@ test('got with its default retry policy, retrying on the other pod, sees no fail
 	t.deepEqual(failures, [], 'no request failed');
 	t.is(exit.code, 0, draining.text());
 	t.true((retriedOn['503'] ?? 0) > 0, 'the drain 503s were retried');
-	t.true(ok > 200, `${ok} requests succeeded`);
+	t.true(ok - okAtExit >= 100, `${ok - okAtExit} requests succeeded after the pod exited`);
+	t.true((retriedOn['ECONNREFUSED'] ?? 0) > 0, 'requests to the gone pod were refused and retried on the other one');
 	for (const response of longResponses) {
 		t.is(response.statusCode, 200);
 		t.is(response.body.length, 100_000);
