@@ -26,6 +26,3 @@ export const ExitCode = {
 
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
-/** The code a standalone (`node server.js`) app exits with, same meanings as above. */
-export const exitCodeName = (code: number): string =>
-	Object.entries(ExitCode).find(([, value]) => value === code)?.[0] ?? 'UNKNOWN';
