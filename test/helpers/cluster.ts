@@ -47,12 +47,14 @@ export interface StartOptions {
 	readonly plainNode?: boolean;
 	/** Run this command with `args` instead (e.g. `unshare`). */
 	readonly command?: string;
+	/** Working directory; the repository by default. */
+	readonly cwd?: string;
 }
 
 export function start(t: ExecutionContext, args: readonly string[], options: StartOptions = {}): Proc {
 	const argv = options.plainNode || options.command ? [...args] : [CLI, ...args];
 	const child = spawn(options.command ?? process.execPath, argv, {
-		cwd: ROOT,
+		cwd: options.cwd ?? ROOT,
 		detached: true,
 		stdio: ['ignore', 'pipe', 'pipe'],
 		env: {...cleanEnv(), ...options.env},
