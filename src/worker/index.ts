@@ -105,7 +105,6 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 
 function runStandalone(drain: ProcessDrain, logger: Logger, settings: DrainSettings): void {
 	let lastProgressLog = 0;
-	let signalled: NodeJS.Signals | undefined;
 	drain.setHost({
 		progress(inflight) {
 			const now = performance.now();
@@ -119,9 +118,10 @@ function runStandalone(drain: ProcessDrain, logger: Logger, settings: DrainSetti
 			process.exit(ExitCode.OK);
 		},
 	});
-	let signalledAt = 0;
+	/** When the first signal came; undefined until then. */
+	let signalledAt: number | undefined;
 	const onSignal = (signal: NodeJS.Signals): void => {
-		if (signalled) {
+		if (signalledAt !== undefined) {
 			// The same Ctrl-C often arrives twice at once (the terminal signals the
 			// process group, `npm start` forwards it again): only a later one is a
 			// second signal.
@@ -134,7 +134,6 @@ function runStandalone(drain: ProcessDrain, logger: Logger, settings: DrainSetti
 			process.exit(ExitCode.SECOND_SIGNAL);
 		}
 
-		signalled = signal;
 		signalledAt = performance.now();
 		logger.info({signal}, 'signal received');
 		// The deadline goes first: if the app blocks the event loop later, it is
