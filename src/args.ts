@@ -48,6 +48,7 @@ function parser(argv: readonly string[]) {
 			'max-start-failures': {type: 'string', default: '5', description: 'failed starts in a row before giving up with exit code 6'},
 			'restart-delay': {type: 'string', default: '100ms', description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},
 			'max-restart-delay': {type: 'string', default: '15s', description: 'cap on the restart delay'},
+			'backoff-reset': {type: 'string', default: '30s', description: 'a worker that stays up this long starts its slot\'s restart delay over'},
 			'log-level': {type: 'string', default: 'info', description: `${LOG_LEVELS.join(', ')}`},
 		})
 		.help()
@@ -167,6 +168,7 @@ export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseRe
 		maxStartFailures: positiveInt('max-start-failures', string('max-start-failures'), 1000),
 		restartDelayMs: parseDurationSetting('restart-delay', string('restart-delay')),
 		maxRestartDelayMs: parseDurationSetting('max-restart-delay', string('max-restart-delay')),
+		backoffResetMs: parseDurationSetting('backoff-reset', string('backoff-reset')),
 	};
 	return {kind: 'run', options, workerCount};
 }

@@ -62,6 +62,8 @@ export interface FleetOptions {
 	readonly maxStartFailures: number;
 	readonly restartDelayMs: number;
 	readonly maxRestartDelayMs: number;
+	/** A worker that stayed up this long resets its slot's backoff. */
+	readonly backoffResetMs: number;
 	readonly logger: Logger;
 	/** Where the workers' output goes: the same writers the primary logs through. */
 	readonly stdout: LineSink;
@@ -75,8 +77,6 @@ export interface FleetEvents {
 	giveUp(record: WorkerRecord): void;
 }
 
-/** A worker that stayed up this long resets its slot's backoff. */
-const STABLE_AFTER_MS = 30_000;
 const MAX_INVALID_LOGS = 5;
 
 export class Fleet {
@@ -344,7 +344,7 @@ export class Fleet {
 			return;
 		}
 
-		if (uptimeMs >= STABLE_AFTER_MS) {
+		if (uptimeMs >= this.options.backoffResetMs) {
 			this.slotFailures[record.slot] = 0;
 		}
 

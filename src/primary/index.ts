@@ -32,6 +32,7 @@ export interface PrimaryOptions {
 	readonly maxStartFailures: number;
 	readonly restartDelayMs: number;
 	readonly maxRestartDelayMs: number;
+	readonly backoffResetMs: number;
 	/** Extra node flags for the workers (the primary's own `execArgv` come first). */
 	readonly execArgv?: readonly string[];
 }
@@ -99,6 +100,7 @@ export class Primary {
 			maxStartFailures: options.maxStartFailures,
 			restartDelayMs: options.restartDelayMs,
 			maxRestartDelayMs: options.maxRestartDelayMs,
+			backoffResetMs: options.backoffResetMs,
 			logger,
 			stdout: output.stdout,
 			stderr: output.stderr,

@@ -57,6 +57,25 @@ test('restart delays grow exponentially, capped', async t => {
 	t.is((await app.exited).code, 0);
 });
 
+test('a worker that stayed up --backoff-reset starts its slot\'s restart delay over', async t => {
+	const port = await freePort();
+	const app = await startCluster(t, ['--restart-delay', '50ms', '--max-restart-delay', '1s', '--backoff-reset', '4s', '--reject-period', '300ms'], fixture('app.mjs'), {workers: 1, env: {PORT: String(port)}});
+	const crash = async (count: number) => {
+		void client(url(port, '/crash')).catch(() => undefined);
+		const restart = await app.waitForLog('restarting worker', {count});
+		await app.waitForLog('worker listening', {count: count + 1});
+		return restart['delayMs'];
+	};
+
+	t.is(await crash(1), 50);
+	t.is(await crash(2), 100, 'a crash soon after the last one doubles the delay');
+	// The thing under test is an uptime, so this wait is on the clock.
+	await delay(4200);
+	t.is(await crash(3), 50, 'after an uptime of --backoff-reset the delay starts over');
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0);
+});
+
 test('an app that crashes before it listens: a few tries, then exit 6 with the app\'s own error', async t => {
 	const app = start(t, ['-w', '1', '--max-start-failures', '3', '--restart-delay', '10ms', fixture('crash-on-start.mjs')]);
 	const exit = await app.exited;
