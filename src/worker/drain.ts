@@ -122,7 +122,10 @@ export class ProcessDrain {
 			// Attached during a drain (a second server, or an app that was still
 			// starting): it joins in the current phase.
 			filter.setMode(this.phase.name === 'serve' ? Mode.DRAIN_SERVE : this.phase.name === 'retiring' ? Mode.RETIRE : Mode.REJECT);
-			if (this.phase.name !== 'serve' && this.phase.name !== 'reject') {
+			if (this.phase.name === 'retiring') {
+				// As in retire(): stop accepting, keep idle keep-alive connections.
+				net.Server.prototype.close.call(server);
+			} else if (this.phase.name !== 'serve' && this.phase.name !== 'reject') {
 				server.close();
 			}
 		}
