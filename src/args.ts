@@ -13,9 +13,11 @@ import {UsageError} from './errors.js';
 import {LOG_LEVELS} from './logger.js';
 import type {PrimaryOptions} from './primary/index.js';
 import {defaultWorkerCount, type WorkerCount} from './primary/cpu.js';
+import {formatDuration} from './duration.js';
 import {
-	checkTimeline, DEFAULT_SETTINGS, envName, parseDurationSetting, parsePath, parseRetryAfter, SETTING_FLAGS, type DrainSettings,
+	DEFAULT_SETTINGS, envName, parseDurationSetting, parsePath, parseRetryAfter, SETTING_FLAGS, type DrainSettings,
 } from './settings.js';
+import {checkTimeline} from './timeline.js';
 
 export const USAGE = 'graceful-cluster [options] <script> [app args...]';
 const MAX_WORKERS = 1024;
@@ -37,13 +39,13 @@ function parser(argv: readonly string[]) {
 		})
 		.options({
 			workers: {alias: 'w', type: 'string', description: 'worker processes to run [default: the container\'s CPU limit, rounded up, at most os.availableParallelism()]'},
-			[SETTING_FLAGS.servePeriodMs]: {type: 'string', default: '0s', description: 'after the signal, keep serving new requests (with Connection: close) this long'},
-			[SETTING_FLAGS.rejectPeriodMs]: {type: 'string', default: '20s', description: 'then answer new requests 503 + Retry-After this long'},
-			[SETTING_FLAGS.gracePeriodMs]: {type: 'string', default: '90s', description: 'hard deadline from the signal; workers still running are killed'},
-			[SETTING_FLAGS.retryAfterSeconds]: {type: 'string', default: '1', description: 'seconds, the Retry-After value of a drain 503'},
+			[SETTING_FLAGS.servePeriodMs]: {type: 'string', default: formatDuration(DEFAULT_SETTINGS.servePeriodMs), description: 'after the signal, keep serving new requests (with Connection: close) this long'},
+			[SETTING_FLAGS.rejectPeriodMs]: {type: 'string', default: formatDuration(DEFAULT_SETTINGS.rejectPeriodMs), description: 'then answer new requests 503 + Retry-After this long'},
+			[SETTING_FLAGS.gracePeriodMs]: {type: 'string', default: formatDuration(DEFAULT_SETTINGS.gracePeriodMs), description: 'hard deadline from the signal; workers still running are killed'},
+			[SETTING_FLAGS.retryAfterSeconds]: {type: 'string', default: String(DEFAULT_SETTINGS.retryAfterSeconds), description: 'seconds, the Retry-After value of a drain 503'},
 			[SETTING_FLAGS.readinessPath]: {type: 'string', default: DEFAULT_SETTINGS.readinessPath, description: 'readiness probe path: 200, then 503 from the signal on (\'\' turns it off)'},
 			[SETTING_FLAGS.livenessPath]: {type: 'string', default: DEFAULT_SETTINGS.livenessPath, description: 'liveness probe path: 200 until exit (\'\' turns it off)'},
-			[SETTING_FLAGS.keepAliveTimeoutMs]: {type: 'string', default: '65s', description: 'keep-alive timeout of the app\'s attached servers; keep it above the load balancer\'s idle timeout (ALB: 60s). 0 leaves the server\'s own'},
+			[SETTING_FLAGS.keepAliveTimeoutMs]: {type: 'string', default: formatDuration(DEFAULT_SETTINGS.keepAliveTimeoutMs), description: 'keep-alive timeout of the app\'s attached servers; keep it above the load balancer\'s idle timeout (ALB: 60s). 0 leaves the server\'s own'},
 			'listen-timeout': {type: 'string', default: '30s', description: 'a worker that has not listened by then counts as a failed start (0 = wait forever)'},
 			'max-start-failures': {type: 'string', default: '5', description: 'failed starts in a row before giving up with exit code 6'},
 			'restart-delay': {type: 'string', default: '100ms', description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},

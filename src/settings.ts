@@ -1,18 +1,18 @@
 /**
- * The drain settings shared by the primary (from flags and environment) and the
- * worker helper (from the environment the primary hands it, or the developer's own
- * environment in standalone mode). Kept free of yargs so the worker stays light.
+ * The settings the CLI, the worker helper and standalone mode share, their
+ * flags, environment variables and parsers. Kept free of yargs so the worker
+ * stays light.
+ *
+ * Two groups travel differently to a cluster worker: the `WorkerSettings` (how
+ * to answer, which probe paths) go in its environment at fork; the `Timeline`
+ * goes in the drain message alone (timeline.ts). Standalone mode reads both
+ * from the developer's environment.
  */
-import {formatDuration, parseDuration} from './duration.js';
+import {parseDuration} from './duration.js';
 import {UsageError} from './errors.js';
+import {checkTimeline, DEFAULT_TIMELINE, type Timeline} from './timeline.js';
 
-export interface DrainSettings {
-	/** After the signal, keep serving new requests (with `Connection: close`) this long. @default 0 */
-	readonly servePeriodMs: number;
-	/** Then answer new requests 503 for this long while load balancers notice. @default 20000 */
-	readonly rejectPeriodMs: number;
-	/** Hard deadline from the signal: whatever still runs is killed. @default 90000 */
-	readonly gracePeriodMs: number;
+export interface WorkerSettings {
 	/** Seconds sent in `Retry-After` on a drain 503. @default 1 */
 	readonly retryAfterSeconds: number;
 	/** Answered 200 while serving, 503 from the first moment of a drain. `''` disables. @default '/readyz' */
@@ -28,17 +28,17 @@ export interface DrainSettings {
 	readonly keepAliveTimeoutMs: number;
 }
 
-// 20 s of rejection inside a 90 s budget: Linkerd's proxy waits 90 s, Kubernetes
-// gives 120 s (RESEARCH.md section 5).
-export const DEFAULT_SETTINGS: DrainSettings = {
-	servePeriodMs: 0,
-	rejectPeriodMs: 20_000,
-	gracePeriodMs: 90_000,
+/** Everything a drain needs: what standalone mode reads from its environment. */
+export type DrainSettings = Timeline & WorkerSettings;
+
+export const DEFAULT_WORKER_SETTINGS: WorkerSettings = {
 	retryAfterSeconds: 1,
 	readinessPath: '/readyz',
 	livenessPath: '/livez',
 	keepAliveTimeoutMs: 65_000,
 };
+
+export const DEFAULT_SETTINGS: DrainSettings = {...DEFAULT_TIMELINE, ...DEFAULT_WORKER_SETTINGS};
 
 /** Each setting's long flag; the environment variable is `GRACEFUL_CLUSTER_` + its upper snake case. */
 export const SETTING_FLAGS = {
@@ -61,7 +61,8 @@ const MAX_TIMER_MS = 2_147_483_647;
 export function parseDurationSetting(flag: string, text: string): number {
 	const ms = parseDuration(text);
 	if (ms === undefined) {
-		throw new UsageError(`${describe(flag)}: "${text}" is not a duration. Write it as 500ms, 20s, 2m or a number of seconds.`);
+		const negative = /^\s*-/.test(text) ? ' A duration cannot be negative.' : '';
+		throw new UsageError(`${describe(flag)}: "${text}" is not a duration.${negative} Write it as 500ms, 20s, 2m or a number of seconds.`);
 	}
 
 	if (ms > MAX_TIMER_MS) {
@@ -87,49 +88,42 @@ export function parsePath(flag: string, text: string): string {
 	return text;
 }
 
-/** Rejects timelines that cannot work: the deadline must leave time after the reject phase. */
-export function checkTimeline(settings: DrainSettings): void {
-	const {servePeriodMs, rejectPeriodMs, gracePeriodMs} = settings;
-	if (servePeriodMs + rejectPeriodMs >= gracePeriodMs) {
-		throw new UsageError(
-			`--serve-period (${formatDuration(servePeriodMs)}) + --reject-period (${formatDuration(rejectPeriodMs)}) must be less than --grace-period (${formatDuration(gracePeriodMs)}), `
-			+ 'or in-flight requests get no time to finish. Raise --grace-period or shorten the other two.',
-		);
-	}
-}
-
 type Env = Record<string, string | undefined>;
 
-/**
- * Reads `GRACEFUL_CLUSTER_*` (worker helper, standalone mode and cluster workers).
- * Throws a `UsageError` naming the variable when one is malformed.
- */
-export function settingsFromEnv(env: Env): DrainSettings {
-	const read = <T>(key: keyof DrainSettings, parse: (flag: string, text: string) => T): T => {
+function reader(env: Env) {
+	return <T>(key: keyof DrainSettings, parse: (flag: string, text: string) => T): T => {
 		const flag = SETTING_FLAGS[key];
 		const text = env[envName(flag)];
 		return text === undefined ? (DEFAULT_SETTINGS[key] as T) : parse(flag, text);
 	};
+}
 
-	const settings: DrainSettings = {
-		servePeriodMs: read('servePeriodMs', parseDurationSetting),
-		rejectPeriodMs: read('rejectPeriodMs', parseDurationSetting),
-		gracePeriodMs: read('gracePeriodMs', parseDurationSetting),
+/** Reads the worker settings from `GRACEFUL_CLUSTER_*`; throws a `UsageError` naming a malformed variable. */
+export function workerSettingsFromEnv(env: Env): WorkerSettings {
+	const read = reader(env);
+	return {
 		retryAfterSeconds: read('retryAfterSeconds', parseRetryAfter),
 		readinessPath: read('readinessPath', parsePath),
 		livenessPath: read('livenessPath', parsePath),
 		keepAliveTimeoutMs: read('keepAliveTimeoutMs', parseDurationSetting),
 	};
-	checkTimeline(settings);
-	return settings;
+}
+
+/** Reads every drain setting, the timeline included (standalone mode). */
+export function settingsFromEnv(env: Env): DrainSettings {
+	const read = reader(env);
+	const timeline: Timeline = {
+		servePeriodMs: read('servePeriodMs', parseDurationSetting),
+		rejectPeriodMs: read('rejectPeriodMs', parseDurationSetting),
+		gracePeriodMs: read('gracePeriodMs', parseDurationSetting),
+	};
+	checkTimeline(timeline);
+	return {...timeline, ...workerSettingsFromEnv(env)};
 }
 
 /** The environment the primary gives its workers, so both sides agree whatever the source was. */
-export function settingsToEnv(settings: DrainSettings): Record<string, string> {
+export function workerSettingsToEnv(settings: WorkerSettings): Record<string, string> {
 	return {
-		[envName(SETTING_FLAGS.servePeriodMs)]: `${settings.servePeriodMs}ms`,
-		[envName(SETTING_FLAGS.rejectPeriodMs)]: `${settings.rejectPeriodMs}ms`,
-		[envName(SETTING_FLAGS.gracePeriodMs)]: `${settings.gracePeriodMs}ms`,
 		[envName(SETTING_FLAGS.retryAfterSeconds)]: String(settings.retryAfterSeconds),
 		[envName(SETTING_FLAGS.readinessPath)]: settings.readinessPath,
 		[envName(SETTING_FLAGS.livenessPath)]: settings.livenessPath,

@@ -1,69 +1,30 @@
 /**
- * The workers: forking them with `node:cluster`, following each through its
- * states, forwarding their output, and replacing the ones that crash while the
- * cluster runs, with exponential backoff and a limit on failed starts in a row.
+ * The fleet's plumbing: forking workers, their IPC, their output, killing and
+ * disconnecting them, and following each through its lifecycle
+ * (worker-record.ts). It decides nothing: restarts and give-up are the
+ * supervisor's (supervisor.ts), drains and reloads the primary's. They listen
+ * to its events:
  *
- *   starting -> listening -> (drained) -> exited
- *
- * A worker that exits before it listens, or does not listen within the listen
- * timeout, is a failed start. After `maxStartFailures` failed starts in a row
- * (any listening worker resets the count) the fleet gives up: an app that cannot
- * start must not spin forever, so that Kubernetes shows CrashLoopBackOff with the
- * app's own error.
+ *   forked    a worker was started
+ *   listening it listens (the first time)
+ *   message   one of our IPC messages from it, already applied to its record
+ *   gone      it exited and its channel closed
  */
-import cluster, {type Worker} from 'node:cluster';
-import {performance} from 'node:perf_hooks';
+import {EventEmitter} from 'node:events';
+import type {Address} from 'node:cluster';
+import {pEvent} from 'p-event';
+import type {Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
-import {parseMessage, type ToPrimary, type ToWorker, envelope} from '../protocol.js';
+import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
+import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
-
-export type WorkerState =
-	| {readonly name: 'starting'}
-	| {readonly name: 'listening'; readonly address: string}
-	| {readonly name: 'drained'; readonly served: number; readonly rejected: number; readonly durationMs: number}
-	| {readonly name: 'exited'; readonly code: number | null; readonly signal: string | null; readonly before: WorkerState};
-
-export interface InflightReport {
-	readonly inflight: number;
-	readonly served: number;
-	readonly rejected: number;
-}
-
-export interface WorkerRecord {
-	readonly id: number;
-	readonly pid: number;
-	/** Which of the N places this worker fills; its replacement takes the same one. */
-	readonly slot: number;
-	/**
-	 * `member`: one of the N; replaced if it crashes. `candidate`: started by a
-	 * reload, not yet a member; never restarted. `retiring`: replaced by a reload,
-	 * leaving; its exit is planned.
-	 */
-	role: 'member' | 'candidate' | 'retiring';
-	readonly worker: Worker;
-	readonly startedAt: number;
-	readonly stderr: LastLines;
-	state: WorkerState;
-	/** The app called `attach()`: the worker drains itself. */
-	attached: boolean;
-	/** The last in-flight report, during a drain. */
-	report: InflightReport | undefined;
-	/** Why it was killed by us, if it was. */
-	killedFor: 'listen-timeout' | 'deadline' | 'second-signal' | 'retire-deadline' | 'start-failed' | undefined;
-}
+import type {KillReason, Role, WorkerRecord} from './worker-record.js';
 
 export interface FleetOptions {
 	readonly script: string;
 	readonly args: readonly string[];
 	readonly execArgv: readonly string[];
 	readonly env: Readonly<Record<string, string>>;
-	readonly count: number;
-	readonly listenTimeoutMs: number;
-	readonly maxStartFailures: number;
-	readonly restartDelayMs: number;
-	readonly maxRestartDelayMs: number;
-	/** A worker that stayed up this long resets its slot's backoff. */
-	readonly backoffResetMs: number;
 	readonly logger: Logger;
 	/** Where the workers' output goes: the same writers the primary logs through. */
 	readonly stdout: LineSink;
@@ -71,83 +32,161 @@ export interface FleetOptions {
 }
 
 export interface FleetEvents {
-	message(record: WorkerRecord, message: ToPrimary): void;
-	exit(record: WorkerRecord): void;
-	/** Too many failed starts in a row; `record` is the last one. */
-	giveUp(record: WorkerRecord): void;
+	forked: [record: WorkerRecord];
+	listening: [record: WorkerRecord];
+	message: [record: WorkerRecord, message: ToPrimary];
+	gone: [record: WorkerRecord];
 }
 
 const MAX_INVALID_LOGS = 5;
+/**
+ * After a worker's exit, how long to wait for its channel to close before
+ * counting it gone anyway. The channel closes with the process, so this only
+ * guards against a platform that never says so.
+ */
+const CHANNEL_CLOSE_WAIT_MS = 1000;
 
-export class Fleet {
-	readonly records = new Map<number, WorkerRecord>();
-	private mode: 'running' | 'frozen' = 'running';
-	private readonly slotFailures: number[] = [];
-	private readonly timers = new Set<NodeJS.Timeout>();
-	private startFailuresInARow = 0;
+/** How an address reads in the log: `host:port`, or a unix socket's path. */
+export function formatAddress(address: Address): string {
+	if (address.addressType === -1 || address.port === -1) {
+		return String(address.address);
+	}
+
+	const host = address.address ?? '*';
+	return host.includes(':') ? `[${host}]:${address.port}` : `${host}:${address.port}`;
+}
+
+type Handlers = {[K in ToPrimary['type']]: (record: WorkerRecord, message: Extract<ToPrimary, {type: K}>) => void};
+
+export class Fleet extends EventEmitter<FleetEvents> {
+	private readonly records = new Map<number, WorkerRecord>();
+	private readonly clock: Clock;
 	private invalidLogs = 0;
 	/** Workers' output streams not yet ended: their last lines may still be in the pipes. */
 	private readonly pendingOutput = new Set<Promise<void>>();
-	/** Who waits for a worker's start: resolved true when it listens, false if it exits first. */
-	private readonly startWaiters = new Map<number, (listening: boolean) => void>();
 
-	constructor(private readonly options: FleetOptions, private readonly events: FleetEvents) {
-		cluster.setupPrimary({
-			exec: options.script,
-			args: [...options.args],
-			execArgv: [...options.execArgv],
-			silent: true,
-		});
+	/** What each of our messages does to the worker's record, by type. */
+	private readonly handlers: Handlers = {
+		attached(record) {
+			const {state} = record;
+			if (state.name === 'starting' || state.name === 'listening' || state.name === 'retiring') {
+				record.state = {...state, attached: true};
+			}
+		},
+		inflight(record, message) {
+			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected};
+		},
+		drained(record, message) {
+			const {state} = record;
+			record.report = {inflight: 0, served: message.served, rejected: message.rejected};
+			if (state.name === 'starting' || state.name === 'listening' || state.name === 'retiring') {
+				record.state = {name: 'drained', summary: {served: message.served, rejected: message.rejected, durationMs: message.durationMs}, from: state};
+			} else if (state.name === 'gone' && state.last.name !== 'killed' && state.last.name !== 'drained') {
+				// Read after the exit: it still counts (see worker-record.ts).
+				record.state = {...state, last: {name: 'drained', summary: {served: message.served, rejected: message.rejected, durationMs: message.durationMs}, from: state.last}};
+			}
+		},
+	};
+
+	constructor(private readonly options: FleetOptions, private readonly edges: ProcessEdges) {
+		super();
+		this.clock = edges.clock;
+		edges.cluster.setupPrimary({exec: options.script, args: options.args, execArgv: options.execArgv});
 	}
 
-	start(): void {
-		for (let slot = 0; slot < this.options.count; slot++) {
-			this.slotFailures[slot] = 0;
-			this.fork(slot);
-		}
-	}
-
-	/** Workers not yet exited. */
+	/** Workers not yet gone, in the order they were forked. */
 	get alive(): WorkerRecord[] {
-		return [...this.records.values()].filter(record => record.state.name !== 'exited');
+		return [...this.records.values()];
 	}
 
-	/** No more restarts or listen timeouts: the cluster is draining or stopping. */
-	freeze(): void {
-		this.mode = 'frozen';
-		for (const timer of this.timers) {
-			clearTimeout(timer);
-		}
-
-		this.timers.clear();
+	fork(slot: number, role: Role = 'member'): WorkerRecord {
+		const handle = this.edges.cluster.fork(this.options.env);
+		const record: WorkerRecord = {
+			id: handle.id,
+			pid: handle.pid,
+			slot,
+			handle,
+			startedAt: this.clock.now(),
+			stderr: new LastLines(),
+			state: {name: 'starting', role, attached: false},
+			report: undefined,
+		};
+		this.records.set(record.id, record);
+		this.forwardOutput(record);
+		this.options.logger.info({worker: record.id, workerPid: record.pid, slot, ...(role === 'member' ? {} : {workerRole: role})}, 'worker started');
+		this.follow(record);
+		this.emit('forked', record);
+		return record;
 	}
 
 	send(record: WorkerRecord, message: ToWorker): void {
-		if (record.worker.isConnected()) {
+		if (record.handle.isConnected()) {
 			// A worker can disconnect between the check and the send; the error
 			// arrives asynchronously and is not ours to report (its exit is).
-			record.worker.send(envelope(message), undefined, () => {});
+			record.handle.send(envelope(message), () => {});
 		}
 	}
 
 	/**
-	 * SIGKILL through `worker.process.kill`: `worker.kill()` disconnects first and
-	 * never stops a worker whose event loop is blocked (nodejs/node#22703).
+	 * SIGKILL to the process itself: `worker.kill()` disconnects first and never
+	 * stops a worker whose event loop is blocked (nodejs/node#22703).
 	 */
-	kill(record: WorkerRecord, reason: NonNullable<WorkerRecord['killedFor']>): void {
-		record.killedFor = reason;
-		record.worker.process.kill('SIGKILL');
-	}
-
-	/** Resolves true once the worker listens, false if it exits (or is killed) first. */
-	started(record: WorkerRecord): Promise<boolean> {
-		if (record.state.name !== 'starting') {
-			return Promise.resolve(record.state.name !== 'exited');
+	kill(record: WorkerRecord, reason: KillReason): void {
+		const {state} = record;
+		if (state.name === 'gone') {
+			return;
 		}
 
-		return new Promise(resolve => {
-			this.startWaiters.set(record.id, resolve);
-		});
+		if (state.name !== 'killed') {
+			record.state = {name: 'killed', reason, before: state};
+		}
+
+		record.handle.kill('SIGKILL');
+	}
+
+	/**
+	 * Closes the worker's channel: in a worker, node:cluster then closes its
+	 * servers, and the process exits once their connections end. The basic drain
+	 * of a worker whose app never attached.
+	 */
+	disconnect(record: WorkerRecord): void {
+		if (record.handle.isConnected()) {
+			record.handle.disconnect();
+		}
+	}
+
+	/** A reload's replacement listens: it is one of the N now. */
+	promote(record: WorkerRecord): void {
+		if (record.state.name === 'listening') {
+			record.state = {...record.state, role: 'member'};
+		}
+	}
+
+	/**
+	 * Replaced by a reload: a worker with the helper leaves on its own after the
+	 * linger; one without is disconnected.
+	 */
+	retire(record: WorkerRecord, lingerMs: number): void {
+		const {state} = record;
+		if (state.name !== 'starting' && state.name !== 'listening') {
+			return;
+		}
+
+		record.state = {name: 'retiring', attached: state.attached};
+		if (state.attached) {
+			this.send(record, {type: 'retire', lingerMs});
+		} else {
+			this.disconnect(record);
+		}
+	}
+
+	/** Resolves true once the worker listens, false if it is gone first. */
+	async started(record: WorkerRecord): Promise<boolean> {
+		if (record.state.name === 'starting') {
+			await pEvent(this, ['listening', 'gone'], {filter: (other: unknown) => other === record, rejectionEvents: []});
+		}
+
+		return record.state.name === 'listening';
 	}
 
 	/**
@@ -156,63 +195,18 @@ export class Fleet {
 	 * or after `timeoutMs`, in case a process the app started still holds a pipe.
 	 */
 	async outputFlushed(timeoutMs: number): Promise<void> {
-		let timer: NodeJS.Timeout | undefined;
+		let timer;
 		await Promise.race([
 			Promise.all(this.pendingOutput),
 			new Promise<void>(resolve => {
-				timer = setTimeout(resolve, timeoutMs);
+				timer = this.clock.setTimeout(resolve, timeoutMs);
 			}),
 		]);
-		clearTimeout(timer);
+		this.clock.clear(timer);
 	}
 
-	/** A reload's replacement for `slot`. */
-	forkCandidate(slot: number): WorkerRecord {
-		return this.fork(slot, 'candidate');
-	}
-
-	promote(record: WorkerRecord): void {
-		record.role = 'member';
-	}
-
-	/**
-	 * Replaced by a reload: a worker with the helper leaves on its own after the
-	 * linger; one without is disconnected (its server stops accepting, it exits
-	 * when its connections end). Either is killed if still there at the deadline.
-	 */
-	retire(record: WorkerRecord, lingerMs: number, deadlineMs: number): void {
-		record.role = 'retiring';
-		if (record.attached) {
-			this.send(record, {type: 'retire', lingerMs});
-		} else if (record.worker.isConnected()) {
-			record.worker.disconnect();
-		}
-
-		this.timer(() => {
-			if (record.state.name !== 'exited') {
-				this.options.logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null}, 'retiring worker still running at the deadline; killing it');
-				this.kill(record, 'retire-deadline');
-			}
-		}, deadlineMs);
-	}
-
-	private fork(slot: number, role: WorkerRecord['role'] = 'member'): WorkerRecord {
-		const worker = cluster.fork({...this.options.env});
-		const record: WorkerRecord = {
-			id: worker.id,
-			pid: worker.process.pid ?? 0,
-			slot,
-			role,
-			worker,
-			startedAt: performance.now(),
-			stderr: new LastLines(),
-			state: {name: 'starting'},
-			attached: false,
-			report: undefined,
-			killedFor: undefined,
-		};
-		this.records.set(worker.id, record);
-		const {stdout, stderr} = worker.process;
+	private forwardOutput(record: WorkerRecord): void {
+		const {stdout, stderr} = record.handle;
 		const output = Promise.all([
 			stdout ? new LineForwarder(this.options.stdout).attach(stdout) : undefined,
 			stderr ? new LineForwarder(this.options.stderr, record.stderr.add).attach(stderr) : undefined,
@@ -220,54 +214,62 @@ export class Fleet {
 			this.pendingOutput.delete(output);
 		});
 		this.pendingOutput.add(output);
+	}
 
-		this.options.logger.info({worker: record.id, workerPid: record.pid, slot, ...(role === 'member' ? {} : {workerRole: role})}, 'worker started');
-		const listenTimer = this.options.listenTimeoutMs > 0 && this.mode === 'running'
-			? this.timer(() => {
-				if (record.state.name === 'starting') {
-					this.options.logger.error({worker: record.id, workerPid: record.pid, listenTimeoutMs: this.options.listenTimeoutMs}, 'worker did not listen in time; killing it');
-					this.kill(record, 'listen-timeout');
-				}
-			}, this.options.listenTimeoutMs)
-			: undefined;
-
-		worker.on('listening', address => {
-			if (listenTimer) {
-				this.clearTimer(listenTimer);
-			}
-
-			if (record.state.name !== 'starting') {
+	private follow(record: WorkerRecord): void {
+		const {handle} = record;
+		let exit: {code: number | null; signal: string | null} | undefined;
+		let channelClosed = false;
+		let net: ReturnType<Clock['setTimeout']> | undefined;
+		const gone = (): void => {
+			if (!exit || record.state.name === 'gone') {
 				return;
 			}
 
-			const where = `${address.address ?? '*'}:${address.port}`;
-			record.state = {name: 'listening', address: where};
-			this.startFailuresInARow = 0;
+			this.clock.clear(net);
+			record.state = {name: 'gone', code: exit.code, signal: exit.signal, last: record.state};
+			this.records.delete(record.id);
+			this.emit('gone', record);
+		};
+
+		handle.on('listening', (address: Address) => {
+			const {state} = record;
+			const where = formatAddress(address);
+			if (state.name === 'listening') {
+				// A second server of the app.
+				record.state = {...state, addresses: [...state.addresses, where]};
+				this.options.logger.info({worker: record.id, workerPid: record.pid, address: where}, 'worker listening');
+				return;
+			}
+
+			if (state.name !== 'starting') {
+				return;
+			}
+
+			record.state = {name: 'listening', role: state.role, attached: state.attached, addresses: [where]};
 			this.options.logger.info({worker: record.id, workerPid: record.pid, address: where}, 'worker listening');
-			this.startWaiters.get(record.id)?.(true);
-			this.startWaiters.delete(record.id);
+			this.emit('listening', record);
 		});
-		worker.on('message', (raw: unknown) => {
+		handle.on('message', (raw: unknown) => {
 			this.onMessage(record, raw);
 		});
 		// Errors on the IPC channel (EPIPE while the worker dies) come before its
 		// 'exit'; the exit is what we report.
-		worker.on('error', error => {
+		handle.on('error', (error: Error) => {
 			this.options.logger.debug({worker: record.id, err: error}, 'worker channel error');
 		});
-		worker.on('exit', (code, signal) => {
-			if (listenTimer) {
-				this.clearTimer(listenTimer);
-			}
-
-			this.onExit(record, code, signal);
-			this.startWaiters.get(record.id)?.(false);
-			this.startWaiters.delete(record.id);
-			// Whoever still needs the record (a drain, a reload) holds it; the map
-			// only lists workers that may still run, so it does not grow with crashes.
-			this.records.delete(record.id);
+		handle.on('disconnect', () => {
+			channelClosed = true;
+			gone();
 		});
-		return record;
+		handle.on('exit', (code: number | null, signal: NodeJS.Signals | null) => {
+			exit = {code, signal};
+			if (channelClosed || !handle.isConnected()) {
+				gone();
+			} else {
+				net = this.clock.setTimeout(gone, CHANNEL_CLOSE_WAIT_MS);
+			}
+		});
 	}
 
 	private onMessage(record: WorkerRecord, raw: unknown): void {
@@ -289,16 +291,8 @@ export class Fleet {
 
 			case 'ours': {
 				const {message} = parsed;
-				if (message.type === 'attached') {
-					record.attached = true;
-				} else if (message.type === 'inflight') {
-					record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected};
-				} else if (record.state.name !== 'exited') {
-					record.report = {inflight: 0, served: message.served, rejected: message.rejected};
-					record.state = {name: 'drained', served: message.served, rejected: message.rejected, durationMs: message.durationMs};
-				}
-
-				this.events.message(record, message);
+				(this.handlers[message.type] as (record: WorkerRecord, message: ToPrimary) => void)(record, message);
+				this.emit('message', record, message);
 				return;
 			}
 
@@ -307,84 +301,5 @@ export class Fleet {
 				throw new Error(`unexpected ${String(never)}`);
 			}
 		}
-	}
-
-	private onExit(record: WorkerRecord, code: number | null, signal: string | null): void {
-		const before = record.state;
-		record.state = {name: 'exited', code, signal, before};
-		const uptimeMs = Math.round(performance.now() - record.startedAt);
-		const crashed = before.name !== 'drained' && record.role === 'member';
-		const log = {worker: record.id, workerPid: record.pid, code, signal, uptimeMs, state: before.name, ...(record.role === 'member' ? {} : {workerRole: record.role}), ...(record.report ? {inflight: record.report.inflight} : {}), ...(record.killedFor ? {killedFor: record.killedFor} : {})};
-		if (crashed && this.mode === 'running') {
-			this.options.logger.error(log, 'worker exited');
-		} else {
-			this.options.logger.info(log, 'worker exited');
-		}
-
-		this.events.exit(record);
-		if (this.mode !== 'running' || record.role !== 'member') {
-			return;
-		}
-
-		if (before.name === 'starting') {
-			this.startFailuresInARow++;
-			// Give up only when nothing serves: with other workers listening, the app
-			// can start, and killing them would drop their requests. The capped
-			// backoff keeps retrying this slot instead.
-			if (this.startFailuresInARow >= this.options.maxStartFailures && !this.anyListening()) {
-				this.freeze();
-				this.events.giveUp(record);
-				return;
-			}
-		}
-
-		if (this.hasCandidate(record.slot)) {
-			// A reload is starting this slot's replacement: it takes the slot.
-			this.options.logger.info({slot: record.slot}, 'not restarting: a replacement for this slot is starting');
-			return;
-		}
-
-		if (uptimeMs >= this.options.backoffResetMs) {
-			this.slotFailures[record.slot] = 0;
-		}
-
-		const failures = this.slotFailures[record.slot] ?? 0;
-		this.slotFailures[record.slot] = failures + 1;
-		const delayMs = Math.min(this.options.maxRestartDelayMs, this.options.restartDelayMs * (2 ** failures));
-		this.options.logger.info({slot: record.slot, delayMs, failuresInARow: this.startFailuresInARow}, 'restarting worker');
-		this.timer(() => {
-			if (this.mode === 'running') {
-				this.fork(record.slot);
-			}
-		}, delayMs);
-	}
-
-	/** Replaces a slot's worker now (after a failed reload whose old worker had crashed). */
-	restartSlot(slot: number): void {
-		if (this.mode === 'running') {
-			this.fork(slot);
-		}
-	}
-
-	private anyListening(): boolean {
-		return this.alive.some(record => record.role === 'member' && record.state.name === 'listening');
-	}
-
-	private hasCandidate(slot: number): boolean {
-		return this.alive.some(record => record.role === 'candidate' && record.slot === slot);
-	}
-
-	private timer(fn: () => void, ms: number): NodeJS.Timeout {
-		const timer = setTimeout(() => {
-			this.timers.delete(timer);
-			fn();
-		}, ms);
-		this.timers.add(timer);
-		return timer;
-	}
-
-	private clearTimer(timer: NodeJS.Timeout): void {
-		clearTimeout(timer);
-		this.timers.delete(timer);
 	}
 }

@@ -10,11 +10,12 @@
  * runs the app's shutdown functions; `done` hands over to the host (cluster:
  * tell the primary and exit; standalone: exit).
  */
-import {performance} from 'node:perf_hooks';
 import type {IncomingMessage, Server} from 'node:http';
 import net from 'node:net';
+import {systemClock, TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
-import type {DrainSettings} from '../settings.js';
+import type {WorkerSettings} from '../settings.js';
+import type {Timeline} from '../timeline.js';
 import {Mode, RequestFilter} from './request-filter.js';
 
 export type Phase =
@@ -26,9 +27,33 @@ export type Phase =
 
 export type PhaseName = Phase['name'];
 
-export interface DrainTimeline {
-	readonly servePeriodMs: number;
-	readonly rejectPeriodMs: number;
+/** What the request filters do in each phase: the one place the two are mapped. */
+export function modeFor(phase: PhaseName): Mode {
+	switch (phase) {
+		case 'serving': {
+			return Mode.SERVING;
+		}
+
+		case 'serve': {
+			return Mode.DRAIN_SERVE;
+		}
+
+		case 'retiring': {
+			return Mode.RETIRE;
+		}
+
+		case 'reject':
+		case 'closing':
+		case 'hooks':
+		case 'done': {
+			return Mode.REJECT;
+		}
+
+		default: {
+			const never: never = phase;
+			throw new Error(`unknown phase ${String(never)}`);
+		}
+	}
 }
 
 export interface DrainSummary {
@@ -54,12 +79,14 @@ export class ProcessDrain {
 	private phase: Phase = {name: 'serving'};
 	private readonly filters: RequestFilter[] = [];
 	private readonly hooks: ShutdownHook[] = [];
-	private readonly timers: NodeJS.Timeout[] = [];
+	private readonly timers: TimerGroup;
 	private startedAt = 0;
 	private rejectedAtLastSummary = 0;
 	private host: DrainHost | undefined;
 
-	constructor(private readonly settings: DrainSettings, private readonly logger: Logger) {}
+	constructor(private readonly settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock) {
+		this.timers = new TimerGroup(clock);
+	}
 
 	get phaseName(): PhaseName {
 		return this.phase.name;
@@ -118,18 +145,10 @@ export class ProcessDrain {
 			},
 		});
 		this.filters.push(filter);
-		if (this.phase.name !== 'serving') {
-			// Attached during a drain (a second server, or an app that was still
-			// starting): it joins in the current phase.
-			filter.setMode(this.phase.name === 'serve' ? Mode.DRAIN_SERVE : this.phase.name === 'retiring' ? Mode.RETIRE : Mode.REJECT);
-			if (this.phase.name === 'retiring') {
-				// As in retire(): stop accepting, keep idle keep-alive connections.
-				net.Server.prototype.close.call(server);
-			} else if (this.phase.name !== 'serve' && this.phase.name !== 'reject') {
-				server.close();
-			}
-		}
-
+		// Attached during a drain (a second server, or an app that was still
+		// starting): it joins in the current phase.
+		filter.setMode(modeFor(this.phase.name));
+		this.stopAccepting(filter);
 		return filter;
 	}
 
@@ -150,112 +169,97 @@ export class ProcessDrain {
 	}
 
 	/**
-	 * Starts the drain; `elapsedMs` is time already spent since the signal (the
-	 * drain message arrived before the app attached). Idempotent.
+	 * Starts the drain on what is left of the timeline (`remaining()` of
+	 * timeline.ts: a drain that starts late keeps the original moments).
+	 * Idempotent.
 	 */
-	begin(timeline: DrainTimeline, elapsedMs = 0): void {
+	begin(timeline: Timeline): void {
 		if (this.phase.name !== 'serving') {
 			return;
 		}
 
-		const now = performance.now();
-		this.startedAt = now - elapsedMs;
-		const serveLeft = Math.max(0, timeline.servePeriodMs - elapsedMs);
-		const rejectEndsIn = Math.max(0, timeline.servePeriodMs + timeline.rejectPeriodMs - elapsedMs);
+		const now = this.clock.now();
+		this.startedAt = now;
 		this.logger.info({
 			servePeriodMs: timeline.servePeriodMs,
 			rejectPeriodMs: timeline.rejectPeriodMs,
+			gracePeriodMs: timeline.gracePeriodMs,
 			inflight: this.inflight,
 		}, 'drain started');
 
-		if (serveLeft > 0) {
+		if (timeline.servePeriodMs > 0) {
 			this.enter({name: 'serve', startedAt: now});
-			this.timers.push(setTimeout(() => {
-				this.enter({name: 'reject', startedAt: performance.now()});
-			}, serveLeft));
+			this.timers.timeout(() => {
+				this.enter({name: 'reject', startedAt: this.clock.now()});
+			}, timeline.servePeriodMs);
 		} else {
 			this.enter({name: 'reject', startedAt: now});
 		}
 
-		this.timers.push(setTimeout(() => {
-			this.enter({name: 'closing', startedAt: performance.now()});
-		}, rejectEndsIn));
+		this.timers.timeout(() => {
+			this.enter({name: 'closing', startedAt: this.clock.now()});
+		}, timeline.servePeriodMs + timeline.rejectPeriodMs);
 
 		this.startReporting();
-		this.timers.push(setInterval(() => {
+		this.timers.interval(() => {
 			this.summariseRejections();
-		}, SUMMARY_INTERVAL_MS));
-	}
-
-	/** In-flight counts to the host: at once, then whenever they change, at most four times a second. */
-	private startReporting(): void {
-		let last = this.inflight;
-		this.host?.progress(last, this.served, this.rejected);
-		this.timers.push(setInterval(() => {
-			const inflight = this.inflight;
-			if (inflight !== last) {
-				last = inflight;
-				this.host?.progress(inflight, this.served, this.rejected);
-			}
-		}, REPORT_INTERVAL_MS));
+		}, SUMMARY_INTERVAL_MS);
 	}
 
 	/**
 	 * Leaves for a reload: stop accepting at once, serve what arrives on open
 	 * connections with `Connection: close`, and once nothing is in flight and the
 	 * linger is over, close what is left and exit.
-	 *
-	 * Listening stops through `net.Server.prototype.close`, which unlike
-	 * `http.Server#close` leaves idle keep-alive connections open: a client that
-	 * is about to reuse one gets its response (with `Connection: close`) instead
-	 * of a reset. The linger gives busy clients that chance before we close the
-	 * idle rest.
 	 */
 	retire(lingerMs: number): void {
 		if (this.phase.name !== 'serving') {
 			return;
 		}
 
-		const phase: Phase = {name: 'retiring', startedAt: performance.now(), lingering: true};
-		this.phase = phase;
+		const phase: Phase = {name: 'retiring', startedAt: this.clock.now(), lingering: true};
 		this.startedAt = phase.startedAt;
-		this.setMode(Mode.RETIRE);
-		for (const filter of this.filters) {
-			net.Server.prototype.close.call(filter.server);
-		}
-
+		this.enter(phase);
 		this.logger.info({inflight: this.inflight, lingerMs}, 'retiring: replaced by a new worker');
-		this.timers.push(setTimeout(() => {
+		this.timers.timeout(() => {
 			phase.lingering = false;
 			this.closeIfIdle();
-		}, lingerMs));
+		}, lingerMs);
 		this.startReporting();
 	}
 
+	/** In-flight counts to the host: at once, then whenever they change, at most four times a second. */
+	private startReporting(): void {
+		let last = this.inflight;
+		this.host?.progress(last, this.served, this.rejected);
+		this.timers.interval(() => {
+			const inflight = this.inflight;
+			if (inflight !== last) {
+				last = inflight;
+				this.host?.progress(inflight, this.served, this.rejected);
+			}
+		}, REPORT_INTERVAL_MS);
+	}
+
+	/** Every phase change goes through here: the filters' mode follows, then the phase's own work. */
 	private enter(phase: Phase): void {
 		this.phase = phase;
-		switch (phase.name) {
-			case 'serve': {
-				this.setMode(Mode.DRAIN_SERVE);
-				break;
+		const mode = modeFor(phase.name);
+		const stops = phase.name === 'retiring' || phase.name === 'closing';
+		for (const filter of this.filters) {
+			filter.setMode(mode);
+			if (stops) {
+				this.stopAccepting(filter);
 			}
+		}
 
+		switch (phase.name) {
 			case 'reject': {
-				this.setMode(Mode.REJECT);
 				this.logger.info({inflight: this.inflight}, 'rejecting new requests');
 				break;
 			}
 
 			case 'closing': {
 				this.summariseRejections();
-				// Stop listening: in a cluster the primary stops handing this worker
-				// connections, and once every worker has closed it closes the port.
-				// `close()` also drops keep-alive connections that are idle now; the
-				// ones still busy carry `Connection: close` on their last response.
-				for (const filter of this.filters) {
-					filter.server.close();
-				}
-
 				this.logger.info({inflight: this.inflight}, 'stopped listening; waiting for requests in flight');
 				this.closeIfIdle();
 				break;
@@ -266,9 +270,19 @@ export class ProcessDrain {
 				break;
 			}
 
-			case 'serving':
-			case 'retiring':
 			case 'done': {
+				this.timers.clearAll();
+				this.host?.finish({
+					durationMs: Math.round(this.clock.now() - this.startedAt),
+					served: this.served,
+					rejected: this.rejected,
+				});
+				break;
+			}
+
+			case 'serving':
+			case 'serve':
+			case 'retiring': {
 				break;
 			}
 
@@ -279,9 +293,46 @@ export class ProcessDrain {
 		}
 	}
 
-	private setMode(mode: Mode): void {
-		for (const filter of this.filters) {
-			filter.setMode(mode);
+	/**
+	 * Stops a server from taking new connections, as the phase wants it.
+	 *
+	 * Retiring: through `net.Server.prototype.close`, which unlike
+	 * `http.Server#close` leaves idle keep-alive connections open, so a client
+	 * about to reuse one gets its response (with `Connection: close`) instead of
+	 * a reset; the linger gives busy clients that chance before we close the rest.
+	 *
+	 * Closing: `http.Server#close`. In a cluster the primary stops handing this
+	 * worker connections, and once every worker has closed it closes the port;
+	 * it also drops keep-alive connections that are idle now; the ones still busy
+	 * carry `Connection: close` on their last response.
+	 */
+	private stopAccepting(filter: RequestFilter): void {
+		const {server} = filter;
+		switch (this.phase.name) {
+			case 'retiring': {
+				net.Server.prototype.close.call(server);
+
+				break;
+			}
+
+			case 'closing':
+			case 'hooks':
+			case 'done': {
+				server.close();
+
+				break;
+			}
+
+			case 'serving':
+			case 'serve':
+			case 'reject': {
+				break;
+			}
+
+			default: {
+				const never: never = this.phase;
+				throw new Error(`unknown phase ${String(never)}`);
+			}
 		}
 	}
 
@@ -297,7 +348,7 @@ export class ProcessDrain {
 				filter.server.closeAllConnections();
 			}
 
-			this.enter({name: 'hooks', startedAt: performance.now()});
+			this.enter({name: 'hooks', startedAt: this.clock.now()});
 		}
 	}
 
@@ -311,17 +362,7 @@ export class ProcessDrain {
 			}
 		}
 
-		for (const timer of this.timers) {
-			clearTimeout(timer);
-		}
-
-		this.phase = {name: 'done'};
-		const summary: DrainSummary = {
-			durationMs: Math.round(performance.now() - this.startedAt),
-			served: this.served,
-			rejected: this.rejected,
-		};
-		this.host?.finish(summary);
+		this.enter({name: 'done'});
 	}
 
 	private summariseRejections(): void {

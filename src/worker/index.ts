@@ -10,9 +10,10 @@
 import type {Server} from 'node:http';
 import {performance} from 'node:perf_hooks';
 import {createLogger, type Logger} from '../logger.js';
-import {settingsFromEnv, type DrainSettings} from '../settings.js';
+import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
 import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
+import {isDuplicateSignal, remaining, type Timeline} from '../timeline.js';
 import {getChannel, type WorkerChannel} from './channel.js';
 import {ProcessDrain, type PhaseName, type ShutdownHook} from './drain.js';
 
@@ -41,14 +42,19 @@ export interface GracefulHandle {
 
 let processDrain: ProcessDrain | undefined;
 
-/** A second signal sooner than this after the first is the same event delivered twice. */
-const DUPLICATE_SIGNAL_MS = 500;
-
 function setUp(): ProcessDrain {
 	const channel = getChannel();
-	let settings: DrainSettings;
+	let settings: WorkerSettings;
+	let timeline: Timeline | undefined;
 	try {
-		settings = settingsFromEnv(process.env);
+		// Under the CLI the timeline comes with the drain message; alone, from the environment.
+		if (channel) {
+			settings = workerSettingsFromEnv(process.env);
+		} else {
+			const all = settingsFromEnv(process.env);
+			settings = all;
+			timeline = all;
+		}
 	} catch (error) {
 		// A malformed GRACEFUL_CLUSTER_* value: better to stop at start than to drain
 		// on a timeline nobody meant. Under the CLI the primary set these variables
@@ -71,7 +77,7 @@ function setUp(): ProcessDrain {
 
 	const logger = createLogger({role: 'standalone', level});
 	const drain = new ProcessDrain(settings, logger);
-	runStandalone(drain, logger, settings);
+	runStandalone(drain, logger, timeline!);
 	return drain;
 }
 
@@ -90,7 +96,8 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 	channel.send({type: 'attached'});
 	const start = ({message, receivedAt}: NonNullable<WorkerChannel['drain']>): void => {
 		if (message.type === 'drain') {
-			drain.begin(message, performance.now() - receivedAt);
+			// The message's timeline counts from when the bootstrap read it.
+			drain.begin(remaining(message, performance.now() - receivedAt));
 		} else {
 			drain.retire(message.lingerMs);
 		}
@@ -103,7 +110,7 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 	}
 }
 
-function runStandalone(drain: ProcessDrain, logger: Logger, settings: DrainSettings): void {
+function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline): void {
 	let lastProgressLog = 0;
 	drain.setHost({
 		progress(inflight) {
@@ -125,7 +132,7 @@ function runStandalone(drain: ProcessDrain, logger: Logger, settings: DrainSetti
 			// The same Ctrl-C often arrives twice at once (the terminal signals the
 			// process group, `npm start` forwards it again): only a later one is a
 			// second signal.
-			if (performance.now() - signalledAt < DUPLICATE_SIGNAL_MS) {
+			if (isDuplicateSignal(signalledAt, performance.now())) {
 				logger.info({signal}, 'repeated signal right after the first; ignoring it');
 				return;
 			}
@@ -141,8 +148,8 @@ function runStandalone(drain: ProcessDrain, logger: Logger, settings: DrainSetti
 		setTimeout(() => {
 			logger.error({inflight: drain.inflight, outcome: 'forced'}, 'drain finished');
 			process.exit(ExitCode.DEADLINE);
-		}, settings.gracePeriodMs);
-		drain.begin(settings);
+		}, timeline.gracePeriodMs);
+		drain.begin(timeline);
 	};
 
 	process.on('SIGTERM', onSignal);

@@ -1,7 +1,10 @@
 import test from 'ava';
 import {formatDuration, parseDuration} from '../../src/duration.js';
 import {UsageError} from '../../src/errors.js';
-import {DEFAULT_SETTINGS, settingsFromEnv, settingsToEnv} from '../../src/settings.js';
+import {
+	DEFAULT_WORKER_SETTINGS, settingsFromEnv, workerSettingsFromEnv, workerSettingsToEnv,
+} from '../../src/settings.js';
+import {checkTimeline, DEFAULT_TIMELINE, remaining} from '../../src/timeline.js';
 
 test('parseDuration reads what manifests write', t => {
 	t.is(parseDuration('500ms'), 500);
@@ -21,9 +24,33 @@ test('formatDuration prints seconds when whole', t => {
 	t.is(formatDuration(1500), '1500ms');
 });
 
-test('settings survive the trip primary -> worker environment', t => {
-	const settings = {...DEFAULT_SETTINGS, servePeriodMs: 1234, readinessPath: '/ready', livenessPath: ''};
-	t.deepEqual(settingsFromEnv(settingsToEnv(settings)), settings);
+test('worker settings survive the trip primary -> worker environment; the timeline does not take it', t => {
+	const settings = {...DEFAULT_WORKER_SETTINGS, retryAfterSeconds: 9, readinessPath: '/ready', livenessPath: ''};
+	const env = workerSettingsToEnv(settings);
+	t.deepEqual(workerSettingsFromEnv(env), settings);
+	t.false(Object.keys(env).some(key => /PERIOD/.test(key)), 'the timeline reaches a cluster worker in the drain message only');
+});
+
+test('standalone reads the whole timeline from its environment', t => {
+	t.like(settingsFromEnv({GRACEFUL_CLUSTER_SERVE_PERIOD: '1s', GRACEFUL_CLUSTER_REJECT_PERIOD: '2s'}), {servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: DEFAULT_TIMELINE.gracePeriodMs});
+});
+
+test('remaining(): what is left of the timeline after some time, never below zero', t => {
+	const timeline = {servePeriodMs: 2000, rejectPeriodMs: 5000, gracePeriodMs: 30_000};
+	t.deepEqual(remaining(timeline, 0), timeline);
+	t.deepEqual(remaining(timeline, 500), {servePeriodMs: 1500, rejectPeriodMs: 5000, gracePeriodMs: 29_500});
+	t.deepEqual(remaining(timeline, 3000), {servePeriodMs: 0, rejectPeriodMs: 4000, gracePeriodMs: 27_000}, 'in the reject phase: its end stays where it was');
+	t.deepEqual(remaining(timeline, 8000), {servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 22_000});
+	t.deepEqual(remaining(timeline, 40_000), {servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 0});
+});
+
+test('checkTimeline: serve + reject must end before the deadline', t => {
+	t.notThrows(() => {
+		checkTimeline(DEFAULT_TIMELINE);
+	});
+	t.throws(() => {
+		checkTimeline({servePeriodMs: 5000, rejectPeriodMs: 5000, gracePeriodMs: 10_000});
+	}, {instanceOf: UsageError, message: /--serve-period \(5s\) \+ --reject-period \(5s\) must be less than --grace-period \(10s\)/});
 });
 
 test('settingsFromEnv names the bad variable', t => {

@@ -1,0 +1,219 @@
+/**
+ * The cluster's drain, from the signal to the exit code.
+ *
+ *   serving ──signal──▶ draining ──every worker gone──────────▶ finished (0, or 5 if one was lost)
+ *                          │ ──deadline──▶ killing ──gone/net──▶ finished (3)
+ *                          │ ──second signal──▶ killing ───────▶ finished (4)
+ *
+ * It arms the deadline before anything else, tells every worker (the drain
+ * message carries what is left of the timeline, timeline.ts), disconnects the
+ * workers whose app never attached when the reject phase ends (their basic
+ * drain), logs progress, and settles the exit code in one place (`outcome`).
+ */
+import {TimerGroup, type Clock} from '../clock.js';
+import {ExitCode} from '../exit-codes.js';
+import type {Logger} from '../logger.js';
+import type {DrainMessage} from '../protocol.js';
+import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
+import type {Fleet} from './fleet.js';
+import {isAttached, killReason, lastLive, type WorkerRecord} from './worker-record.js';
+
+export type ForcedBy = 'deadline' | 'second-signal';
+
+const PROGRESS_INTERVAL_MS = 1000;
+/** After SIGKILL, how long to wait for the workers to be gone before finishing anyway. */
+export const KILL_WAIT_MS = 2000;
+
+/**
+ * Left as planned during a drain: it said it drained, or it had no helper and
+ * exited with code 0 after we disconnected it. A worker started before the
+ * drain that crashed earlier does not count against this drain.
+ */
+export function leftCleanly(record: WorkerRecord): boolean {
+	const {state} = record;
+	if (state.name !== 'gone') {
+		return true;
+	}
+
+	if (lastLive(state).name === 'drained') {
+		return true;
+	}
+
+	return !isAttached(state) && killReason(state) === undefined && state.code === 0 && state.signal === null;
+}
+
+/** The exit code of a drain: the one place it is decided. */
+export function outcome(forced: ForcedBy | undefined, lost: number): ExitCode {
+	if (forced === 'second-signal') {
+		return ExitCode.SECOND_SIGNAL;
+	}
+
+	if (forced === 'deadline') {
+		return ExitCode.DEADLINE;
+	}
+
+	return lost > 0 ? ExitCode.WORKER_LOST : ExitCode.OK;
+}
+
+export interface ClusterDrainOptions {
+	readonly fleet: Fleet;
+	readonly timeline: Timeline;
+	readonly clock: Clock;
+	readonly logger: Logger;
+	/** Called once, with the exit code, when every worker is gone or we stopped waiting. */
+	readonly onFinished: (code: ExitCode) => void;
+}
+
+export class ClusterDrain {
+	readonly startedAt: number;
+	/** The workers alive when the signal came: the ones this drain answers for. */
+	readonly workers: readonly WorkerRecord[];
+	private forced: ForcedBy | undefined;
+	private finished = false;
+	private readonly timers: TimerGroup;
+
+	constructor(private readonly options: ClusterDrainOptions, readonly signal: NodeJS.Signals) {
+		this.timers = new TimerGroup(options.clock);
+		this.startedAt = options.clock.now();
+		this.workers = options.fleet.alive;
+	}
+
+	/** Begins the drain; may finish it at once (no workers). */
+	start(): void {
+		const {fleet, logger, timeline} = this.options;
+		const {signal} = this;
+		// The deadline first: whatever happens next, it is already set.
+		this.timers.timeout(() => {
+			logger.error({gracePeriodMs: timeline.gracePeriodMs}, 'grace period over; killing the workers left');
+			this.killAll('deadline');
+		}, timeline.gracePeriodMs);
+		logger.info({signal, ...timeline, workers: this.workers.length}, 'drain started');
+		for (const record of this.workers) {
+			fleet.send(record, this.message());
+		}
+
+		this.timers.timeout(() => {
+			this.disconnectUnattached();
+		}, rejectEndsAt(timeline));
+		this.timers.interval(() => {
+			this.logProgress();
+		}, PROGRESS_INTERVAL_MS);
+		fleet.on('gone', this.check);
+		fleet.on('message', this.onMessage);
+		this.check();
+	}
+
+	/** The drain message as it stands now: phases already (partly) over are shortened. */
+	message(): DrainMessage {
+		return {type: 'drain', ...remaining(this.options.timeline, this.options.clock.now() - this.startedAt)};
+	}
+
+	/** Another stop signal: the same one delivered twice, or the user insisting. */
+	onSignal(signal: NodeJS.Signals): void {
+		if (this.forced) {
+			return;
+		}
+
+		if (isDuplicateSignal(this.startedAt, this.options.clock.now())) {
+			this.options.logger.info({signal}, 'repeated signal right after the first; ignoring it');
+			return;
+		}
+
+		this.options.logger.warn({signal}, 'second signal during the drain; killing the workers now');
+		this.killAll('second-signal');
+	}
+
+	private readonly onMessage = (record: WorkerRecord, message: {type: string}): void => {
+		// A worker forked just before the signal may not have been listening on
+		// IPC yet when the drain was broadcast (a message nobody listens for is
+		// lost). Its `attached` comes after its channel opened: send the drain
+		// again, with the time already spent taken off. The helper ignores a
+		// second one.
+		if (message.type === 'attached') {
+			this.options.fleet.send(record, this.message());
+		}
+	};
+
+	/**
+	 * Workers whose app never called attach() get the basic drain: at the end of
+	 * the reject phase they are disconnected (their servers stop listening and
+	 * close once their connections end), and killed at the deadline.
+	 */
+	private disconnectUnattached(): void {
+		for (const record of this.options.fleet.alive) {
+			if (!isAttached(record.state) && record.handle.isConnected()) {
+				this.options.logger.info({worker: record.id, workerPid: record.pid, state: record.state.name}, 'disconnecting a worker that did not attach graceful-cluster');
+				this.options.fleet.disconnect(record);
+			}
+		}
+	}
+
+	private logProgress(): void {
+		const workers: Record<number, number | null> = {};
+		let inflight = 0;
+		for (const record of this.options.fleet.alive) {
+			const count = record.report?.inflight;
+			workers[record.id] = count ?? null;
+			inflight += count ?? 0;
+		}
+
+		this.options.logger.info({inflight, workers}, 'drain progress');
+	}
+
+	private killAll(reason: ForcedBy): void {
+		this.forced ??= reason;
+		for (const record of this.options.fleet.alive) {
+			this.options.logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, reason}, 'killing worker');
+			this.options.fleet.kill(record, reason);
+		}
+
+		// The workers' 'gone' normally finishes the drain; this is the net under it.
+		this.timers.timeout(() => {
+			this.finish();
+		}, KILL_WAIT_MS);
+		this.check();
+	}
+
+	private readonly check = (): void => {
+		if (this.options.fleet.alive.length === 0) {
+			this.finish();
+		}
+	};
+
+	/** Every worker is gone, or we stopped waiting. */
+	private finish(): void {
+		if (this.finished) {
+			return;
+		}
+
+		this.finished = true;
+		this.timers.clearAll();
+		this.options.fleet.off('gone', this.check);
+		this.options.fleet.off('message', this.onMessage);
+		const lost = this.workers.filter(record => !leftCleanly(record));
+		const code = outcome(this.forced, lost.length);
+		let served = 0;
+		let rejected = 0;
+		for (const record of this.workers) {
+			served += record.report?.served ?? 0;
+			rejected += record.report?.rejected ?? 0;
+		}
+
+		const summary = {
+			signal: this.signal,
+			durationMs: Math.round(this.options.clock.now() - this.startedAt),
+			served,
+			rejected,
+			outcome: code === ExitCode.OK ? 'clean' : 'forced',
+			exitCode: code,
+			...(lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, killedFor: killReason(record.state) ?? null}))} : {}),
+		};
+		if (code === ExitCode.OK) {
+			this.options.logger.info(summary, 'drain finished');
+		} else {
+			this.options.logger.error(summary, 'drain finished');
+		}
+
+		this.options.onFinished(code);
+	}
+}

@@ -1,0 +1,97 @@
+/**
+ * One worker as the primary follows it: a single lifecycle, from fork to gone.
+ *
+ *   starting ─listen─▶ listening ──────────────────────────────▶ gone
+ *       │                 │  (reload) ─▶ retiring ─────────────▶ gone
+ *       │                 │  (drain)  ─▶ drained ──────────────▶ gone
+ *       └─────────────────┴─ (we SIGKILL it) ─▶ killed ────────▶ gone
+ *
+ * Its place in the fleet (a member, or a reload's candidate not yet promoted)
+ * and whether the app called `attach()` are part of the live states, not flags
+ * beside them. A worker is gone once its process has exited AND its IPC channel
+ * has closed: a message can still be unread when 'exit' fires, as Node's own
+ * cluster knows (lib/internal/cluster/primary.js waits for both), and a
+ * `drained` read after the exit must still count.
+ */
+import type {LastLines} from './output.js';
+import type {WorkerHandle} from './edges.js';
+
+/** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
+export type Role = 'member' | 'candidate';
+
+export type KillReason = 'listen-timeout' | 'deadline' | 'second-signal' | 'retire-deadline' | 'start-failed';
+
+export interface DrainSummary {
+	readonly served: number;
+	readonly rejected: number;
+	readonly durationMs: number;
+}
+
+/** Where a running worker stands: what it is to the fleet, and whether the app attached. */
+export type PlacedState =
+	| {readonly name: 'starting'; readonly role: Role; readonly attached: boolean}
+	| {readonly name: 'listening'; readonly role: Role; readonly attached: boolean; readonly addresses: readonly string[]}
+	/** Replaced by a reload; leaving. Its exit is planned. */
+	| {readonly name: 'retiring'; readonly attached: boolean};
+
+export type LiveState =
+	| PlacedState
+	/** Said it drained (requests done, hooks ran); about to exit 0. */
+	| {readonly name: 'drained'; readonly summary: DrainSummary; readonly from: PlacedState}
+	/** We sent it SIGKILL; waiting for it to be gone. */
+	| {readonly name: 'killed'; readonly reason: KillReason; readonly before: Exclude<LiveState, {name: 'killed'}>};
+
+export type WorkerState =
+	| LiveState
+	| {readonly name: 'gone'; readonly code: number | null; readonly signal: string | null; readonly last: LiveState};
+
+export interface InflightReport {
+	readonly inflight: number;
+	readonly served: number;
+	readonly rejected: number;
+}
+
+export interface WorkerRecord {
+	readonly id: number;
+	readonly pid: number;
+	/** Which of the N places this worker fills; its replacement takes the same one. */
+	readonly slot: number;
+	readonly handle: WorkerHandle;
+	readonly startedAt: number;
+	/** The last lines it wrote to stderr: a failed start's reason. */
+	readonly stderr: LastLines;
+	state: WorkerState;
+	/** Its last in-flight report (during a drain or a retire). */
+	report: InflightReport | undefined;
+}
+
+export const isGone = (record: WorkerRecord): boolean => record.state.name === 'gone';
+
+/** What the worker was doing when it was last alive, through a kill: what its exit is judged by. */
+export function lastLive(state: WorkerState): Exclude<LiveState, {name: 'killed'}> {
+	const live = state.name === 'gone' ? state.last : state;
+	return live.name === 'killed' ? live.before : live;
+}
+
+/** Where it stood in the fleet, through a kill or a drain. */
+export function placeOf(state: WorkerState): PlacedState {
+	const live = lastLive(state);
+	return live.name === 'drained' ? live.from : live;
+}
+
+/** Why we killed it, if we did. */
+export function killReason(state: WorkerState): KillReason | undefined {
+	const live = state.name === 'gone' ? state.last : state;
+	return live.name === 'killed' ? live.reason : undefined;
+}
+
+/** The app called `attach()`: the worker drains itself. */
+export const isAttached = (state: WorkerState): boolean => placeOf(state).attached;
+
+export function roleOf(state: WorkerState): Role | 'retiring' {
+	const place = placeOf(state);
+	return place.name === 'retiring' ? 'retiring' : place.role;
+}
+
+/** A member that serves: what a reload replaces and what keeps the cluster from giving up. */
+export const isServingMember = (record: WorkerRecord): boolean => record.state.name === 'listening' && record.state.role === 'member';

@@ -1,0 +1,64 @@
+/**
+ * The drain timeline, written once. Every side reads it from here: the CLI for
+ * its defaults and checks, the primary for its deadline and the drain message,
+ * a worker for its phases, standalone mode for all of it.
+ *
+ *   signal ──serve──▶ reject ──reject──▶ stop listening … requests finish … ──▶ deadline
+ *   t = 0             serve              serve + reject                         grace
+ *
+ * A cluster worker learns the timeline by one route only: the drain message,
+ * which carries what is left of it when the primary sends it (`remaining`).
+ */
+import {formatDuration} from './duration.js';
+import {UsageError} from './errors.js';
+
+export interface Timeline {
+	/** After the signal, keep serving new requests (with `Connection: close`) this long. */
+	readonly servePeriodMs: number;
+	/** Then answer new requests 503 + `Retry-After` this long, while load balancers notice. */
+	readonly rejectPeriodMs: number;
+	/** Hard deadline, counted from the signal: whatever still runs is killed. */
+	readonly gracePeriodMs: number;
+}
+
+/**
+ * 20 s of rejection inside a 90 s budget: Linkerd's proxy waits 90 s, Kubernetes
+ * gives 120 s (RESEARCH.md section 5).
+ */
+export const DEFAULT_TIMELINE: Timeline = {servePeriodMs: 0, rejectPeriodMs: 20_000, gracePeriodMs: 90_000};
+
+/**
+ * A second stop signal sooner than this after the first is the same event
+ * delivered twice: a terminal's Ctrl-C reaches the process group and a wrapper
+ * such as npm forwards it again (clusterio/clusterio#217). Only a later one
+ * means "stop now".
+ */
+export const DUPLICATE_SIGNAL_MS = 500;
+
+export const isDuplicateSignal = (firstAt: number, now: number): boolean => now - firstAt < DUPLICATE_SIGNAL_MS;
+
+/** When, from the signal, the reject phase ends and listening stops. */
+export const rejectEndsAt = (timeline: Timeline): number => timeline.servePeriodMs + timeline.rejectPeriodMs;
+
+/**
+ * What is left of `timeline` `elapsedMs` after the signal: phases already (partly)
+ * over are shortened, none goes below 0. A drain that starts late (a worker that
+ * attached after the signal, a message that waited) keeps the original moments.
+ */
+export function remaining(timeline: Timeline, elapsedMs: number): Timeline {
+	const elapsed = Math.max(0, Math.round(elapsedMs));
+	const serve = Math.max(0, timeline.servePeriodMs - elapsed);
+	const rejectEnd = Math.max(0, rejectEndsAt(timeline) - elapsed);
+	return {servePeriodMs: serve, rejectPeriodMs: rejectEnd - serve, gracePeriodMs: Math.max(0, timeline.gracePeriodMs - elapsed)};
+}
+
+/** Rejects timelines that cannot work: the deadline must leave time after the reject phase. */
+export function checkTimeline(timeline: Timeline): void {
+	const {servePeriodMs, rejectPeriodMs, gracePeriodMs} = timeline;
+	if (rejectEndsAt(timeline) >= gracePeriodMs) {
+		throw new UsageError(
+			`--serve-period (${formatDuration(servePeriodMs)}) + --reject-period (${formatDuration(rejectPeriodMs)}) must be less than --grace-period (${formatDuration(gracePeriodMs)}), `
+			+ 'or in-flight requests get no time to finish. Raise --grace-period or shorten the other two.',
+		);
+	}
+}

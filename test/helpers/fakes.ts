@@ -1,0 +1,214 @@
+/**
+ * Fakes for the primary's process edges (src/primary/edges.ts) and for time
+ * (src/clock.ts): unit tests run the drain, the reload and the restart backoff
+ * exactly, with no process, no socket and no sleep.
+ */
+import {EventEmitter} from 'node:events';
+import type {Clock, Timer} from '../../src/clock.js';
+import {createLogger, type Logger} from '../../src/logger.js';
+import type {ClusterEdge, ProcessEdges, WorkerHandle} from '../../src/primary/edges.js';
+import {envelope, type ToPrimary} from '../../src/protocol.js';
+
+interface Pending {
+	at: number;
+	readonly fn: () => void;
+	readonly every: number | undefined;
+}
+
+/** A clock that moves only when told to; timers fire in order of their time, then of creation. */
+export class FakeClock implements Clock {
+	private time = 0;
+	private sequence = 0;
+	private readonly pending = new Map<number, Pending>();
+
+	now(): number {
+		return this.time;
+	}
+
+	setTimeout(fn: () => void, ms: number): Timer {
+		return this.add(fn, ms, undefined);
+	}
+
+	setInterval(fn: () => void, ms: number): Timer {
+		return this.add(fn, ms, Math.max(1, ms));
+	}
+
+	clear(timer: Timer | undefined): void {
+		this.pending.delete(timer as unknown as number);
+	}
+
+	/** Moves time forward by `ms`, firing every timer due on the way. */
+	advance(ms: number): void {
+		const target = this.time + ms;
+		for (;;) {
+			let next: [number, Pending] | undefined;
+			for (const entry of this.pending) {
+				if (entry[1].at <= target && (!next || entry[1].at < next[1].at)) {
+					next = entry;
+				}
+			}
+
+			if (!next) {
+				break;
+			}
+
+			const [id, timer] = next;
+			this.time = timer.at;
+			if (timer.every === undefined) {
+				this.pending.delete(id);
+			} else {
+				timer.at += timer.every;
+			}
+
+			timer.fn();
+		}
+
+		this.time = target;
+	}
+
+	/** Timers still waiting (intervals included). */
+	get waiting(): number {
+		return this.pending.size;
+	}
+
+	private add(fn: () => void, ms: number, every: number | undefined): Timer {
+		const id = ++this.sequence;
+		this.pending.set(id, {at: this.time + Math.max(0, ms), fn, every});
+		return id as unknown as Timer;
+	}
+}
+
+/** A worker process as the fleet sees it; the test plays its part. */
+export class FakeWorker extends EventEmitter implements WorkerHandle {
+	readonly stdout = null;
+	readonly stderr = null;
+	readonly pid: number;
+	/** Messages the primary sent, unwrapped from the envelope. */
+	readonly received: Array<Record<string, unknown>> = [];
+	readonly signals: NodeJS.Signals[] = [];
+	connected = true;
+	disconnectCalls = 0;
+
+	constructor(readonly id: number, readonly env: Readonly<Record<string, string>>) {
+		super();
+		this.pid = 1000 + id;
+	}
+
+	send(message: unknown, callback: (error: Error | null) => void): void {
+		this.received.push((message as {gracefulCluster: Record<string, unknown>}).gracefulCluster);
+		callback(null);
+	}
+
+	isConnected(): boolean {
+		return this.connected;
+	}
+
+	disconnect(): void {
+		this.disconnectCalls++;
+	}
+
+	kill(signal: NodeJS.Signals): void {
+		this.signals.push(signal);
+	}
+
+	/** The types of the messages received, in order. */
+	get types(): unknown[] {
+		return this.received.map(message => message['type']);
+	}
+
+	listen(port = 3000): this {
+		this.emit('listening', {address: '127.0.0.1', port, addressType: 4});
+		return this;
+	}
+
+	say(message: ToPrimary): this {
+		this.emit('message', envelope(message));
+		return this;
+	}
+
+	attach(): this {
+		return this.say({type: 'attached'});
+	}
+
+	drained(served = 0): this {
+		return this.say({type: 'drained', served, rejected: 0, durationMs: 1});
+	}
+
+	/** The process exits and its channel closes, in Node's usual order. */
+	exit(code: number | null = 0, signal: NodeJS.Signals | null = null): this {
+		this.emit('exit', code, signal);
+		this.closeChannel();
+		return this;
+	}
+
+	closeChannel(): void {
+		this.connected = false;
+		this.emit('disconnect');
+	}
+}
+
+export class FakeCluster implements ClusterEdge {
+	readonly workers: FakeWorker[] = [];
+	private nextId = 1;
+
+	setupPrimary(): void {}
+
+	fork(env: Readonly<Record<string, string>>): FakeWorker {
+		const worker = new FakeWorker(this.nextId++, env);
+		this.workers.push(worker);
+		return worker;
+	}
+
+	/** Workers not yet exited. */
+	get live(): FakeWorker[] {
+		return this.workers.filter(worker => worker.connected);
+	}
+}
+
+export interface FakeEdges extends ProcessEdges {
+	readonly clock: FakeClock;
+	readonly cluster: FakeCluster;
+	/** Delivers a signal to the primary's handler. */
+	signal(signal: NodeJS.Signals): void;
+	readonly handled: ReadonlySet<NodeJS.Signals>;
+}
+
+export function fakeEdges(): FakeEdges {
+	const handlers = new Map<NodeJS.Signals, (signal: NodeJS.Signals) => void>();
+	return {
+		clock: new FakeClock(),
+		cluster: new FakeCluster(),
+		onSignal(signal, handler) {
+			handlers.set(signal, handler);
+		},
+		signal(signal) {
+			const handler = handlers.get(signal);
+			if (!handler) {
+				throw new Error(`no handler for ${signal}: the real process would die`);
+			}
+
+			handler(signal);
+		},
+		get handled() {
+			return new Set(handlers.keys());
+		},
+	};
+}
+
+export type Line = Record<string, unknown> & {msg: string; level: string};
+
+/** A logger whose lines the test can read, synchronously. */
+export function captureLogger(role: 'primary' | 'worker' = 'primary'): {logger: Logger; lines: Line[]; messages: () => string[]} {
+	const lines: Line[] = [];
+	const destination = {
+		write(text: string) {
+			for (const line of text.split('\n')) {
+				if (line) {
+					lines.push(JSON.parse(line) as Line);
+				}
+			}
+		},
+	};
+	const logger = createLogger({role, level: 'trace', destination});
+	return {logger, lines, messages: () => lines.map(line => line.msg)};
+}

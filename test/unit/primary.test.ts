@@ -1,0 +1,348 @@
+// The primary's drain, reload and restart policy with fake workers and a fake
+// clock (test/helpers/fakes.ts): each transition, exactly, without processes.
+import test from 'ava';
+import {ExitCode} from '../../src/exit-codes.js';
+import {Primary, RETIRE_LINGER_MS, type PrimaryOptions} from '../../src/primary/index.js';
+import {DEFAULT_SETTINGS} from '../../src/settings.js';
+import {captureLogger, fakeEdges, type FakeWorker} from '../helpers/fakes.js';
+
+const TIMELINE = {servePeriodMs: 1000, rejectPeriodMs: 4000, gracePeriodMs: 30_000};
+
+function primary(overrides: Partial<PrimaryOptions> = {}) {
+	const edges = fakeEdges();
+	const {logger, lines, messages} = captureLogger();
+	const sink = {write() {}};
+	const options: PrimaryOptions = {
+		script: '/app/server.js',
+		args: [],
+		workers: 2,
+		settings: {...DEFAULT_SETTINGS, ...TIMELINE},
+		logLevel: 'info',
+		listenTimeoutMs: 10_000,
+		maxStartFailures: 3,
+		restartDelayMs: 100,
+		maxRestartDelayMs: 1000,
+		backoffResetMs: 30_000,
+		...overrides,
+	};
+	const p = new Primary(options, {logger, stdout: sink, stderr: sink}, edges);
+	let code: ExitCode | undefined;
+	const done = p.run().then(result => {
+		code = result;
+		return result;
+	});
+	const {clock, cluster} = edges;
+	return {
+		edges,
+		clock,
+		cluster,
+		lines,
+		messages,
+		done,
+		/** The exit code once settled (promises run between the test's awaits). */
+		code: () => code,
+		line: (msg: string) => lines.find(line => line.msg === msg),
+		/** Every forked worker so far listens with the helper attached. */
+		serveAll(): FakeWorker[] {
+			for (const worker of cluster.workers) {
+				if (worker.listenerCount('listening') > 0 && worker.connected) {
+					worker.attach().listen();
+				}
+			}
+
+			return cluster.live;
+		},
+	};
+}
+
+const flush = async () => new Promise(resolve => {
+	setImmediate(resolve);
+});
+
+test('drain: every worker drains and exits -> exit 0, summary "clean"', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	t.deepEqual(a!.received, [{v: 1, type: 'drain', ...TIMELINE}], 'the whole timeline, at once');
+	t.deepEqual(b!.types, ['drain']);
+	p.clock.advance(6000);
+	t.is(a!.disconnectCalls + b!.disconnectCalls, 0, 'attached workers drain themselves');
+	a!.say({type: 'inflight', inflight: 2, served: 3, rejected: 1}).drained(5).exit(0);
+	t.is(p.code(), undefined, 'one worker is still there');
+	b!.drained(7).exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'clean', exitCode: 0, served: 12, signal: 'SIGTERM', durationMs: 6000});
+});
+
+test('drain: a `drained` message read after the exit still counts (gone = exit + channel closed)', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.emit('exit', 0, null);
+	a!.drained();
+	a!.closeChannel();
+	t.is(await p.done, ExitCode.OK);
+	t.falsy(p.line('drain finished')?.['lost']);
+});
+
+test('drain: the deadline kills what is left with SIGKILL -> exit 3', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'inflight', inflight: 1, served: 0, rejected: 0});
+	p.clock.advance(TIMELINE.gracePeriodMs - 1);
+	t.deepEqual(a!.signals, []);
+	p.clock.advance(1);
+	t.deepEqual(a!.signals, ['SIGKILL']);
+	t.deepEqual(b!.signals, ['SIGKILL']);
+	t.like(p.lines.find(line => line.msg === 'killing worker' && line['worker'] === a!.id), {inflight: 1, reason: 'deadline'});
+	a!.exit(null, 'SIGKILL');
+	b!.exit(null, 'SIGKILL');
+	t.is(await p.done, ExitCode.DEADLINE);
+	t.like(p.line('drain finished'), {outcome: 'forced', exitCode: 3});
+});
+
+test('drain: workers that ignore SIGKILL do not hold the primary: it finishes after the kill wait', async t => {
+	const p = primary({workers: 1});
+	p.serveAll();
+	p.edges.signal('SIGTERM');
+	p.clock.advance(TIMELINE.gracePeriodMs + 2000);
+	t.is(await p.done, ExitCode.DEADLINE);
+});
+
+test('drain: the same signal twice within 500 ms is one drain; a later one kills -> exit 4', async t => {
+	const p = primary();
+	const [a] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	p.clock.advance(499);
+	p.edges.signal('SIGINT');
+	t.truthy(p.line('repeated signal right after the first; ignoring it'));
+	t.deepEqual(a!.signals, []);
+	p.clock.advance(1);
+	p.edges.signal('SIGINT');
+	t.deepEqual(a!.signals, ['SIGKILL']);
+	for (const worker of p.cluster.live) {
+		worker.exit(null, 'SIGKILL');
+	}
+
+	t.is(await p.done, ExitCode.SECOND_SIGNAL);
+	t.is(p.lines.filter(line => line.msg === 'drain started').length, 1);
+});
+
+test('drain: an attached worker that exits without saying it drained is lost -> exit 5', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.exit(1);
+	b!.drained().exit(0);
+	t.is(await p.done, ExitCode.WORKER_LOST);
+	t.like(p.line('drain finished'), {outcome: 'forced', exitCode: 5, lost: [{worker: a!.id, killedFor: null}]});
+});
+
+test('drain: a worker without the helper is disconnected when the reject phase ends; exit 0 after it is clean', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.cluster.workers;
+	a!.listen();
+	p.edges.signal('SIGTERM');
+	p.clock.advance(TIMELINE.servePeriodMs + TIMELINE.rejectPeriodMs - 1);
+	t.is(a!.disconnectCalls, 0);
+	p.clock.advance(1);
+	t.is(a!.disconnectCalls, 1);
+	a!.exit(0);
+	t.is(await p.done, ExitCode.OK);
+});
+
+test('drain: a worker that attaches after the broadcast gets the drain again, with the time spent taken off', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.cluster.workers;
+	p.edges.signal('SIGTERM');
+	p.clock.advance(1500);
+	a!.attach();
+	t.deepEqual(a!.received.at(-1), {v: 1, type: 'drain', servePeriodMs: 0, rejectPeriodMs: 3500, gracePeriodMs: 28_500});
+	a!.drained().exit(0);
+	t.is(await p.done, ExitCode.OK);
+});
+
+test('drain: no restarts; a crash mid-drain is logged with its last in-flight count', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'inflight', inflight: 3, served: 0, rejected: 0}).exit(7);
+	p.clock.advance(10_000);
+	t.is(p.cluster.workers.length, 1, 'nothing forked');
+	t.like(p.line('worker exited'), {code: 7, inflight: 3, level: 'info'});
+	t.is(await p.done, ExitCode.WORKER_LOST);
+});
+
+test('a signal before run() ends an empty cluster with 0; nothing is forked', async t => {
+	const edges = fakeEdges();
+	const {logger} = captureLogger();
+	const sink = {write() {}};
+	const p = new Primary({
+		script: '/app/server.js', args: [], workers: 2, settings: DEFAULT_SETTINGS, logLevel: 'info', listenTimeoutMs: 0, maxStartFailures: 1, restartDelayMs: 1, maxRestartDelayMs: 1, backoffResetMs: 1,
+	}, {logger, stdout: sink, stderr: sink}, edges);
+	edges.signal('SIGTERM');
+	t.is(await p.run(), ExitCode.OK);
+	t.is(edges.cluster.workers.length, 0);
+});
+
+test('the primary handles SIGTERM, SIGINT and SIGHUP', t => {
+	const p = primary();
+	t.deepEqual([...p.edges.handled].sort(), ['SIGHUP', 'SIGINT', 'SIGTERM']);
+});
+
+// Reload
+
+test('reload: one slot at a time, the new worker listening before the old one retires', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGHUP');
+	const c = p.cluster.workers[2]!;
+	t.is(c.env['GRACEFUL_CLUSTER_RETRY_AFTER'], '1', 'workers get their settings in the environment');
+	t.deepEqual(a!.received, [], 'the old worker stays until its replacement listens');
+	t.is(p.cluster.workers.length, 3, 'one candidate at a time');
+	c.attach().listen();
+	await flush();
+	t.deepEqual(a!.received, [{v: 1, type: 'retire', lingerMs: RETIRE_LINGER_MS}]);
+	t.deepEqual(b!.received, []);
+	const d = p.cluster.workers[3]!;
+	d.listen();
+	await flush();
+	t.deepEqual(b!.types, ['retire']);
+	t.like(p.line('reload finished'), {replaced: 2});
+	t.deepEqual(p.lines.filter(line => line.msg === 'worker started').map(line => line['workerRole'] ?? 'member'), ['member', 'member', 'candidate', 'candidate']);
+	a!.drained().exit(0);
+	b!.drained().exit(0);
+	p.clock.advance(10_000);
+	t.is(p.cluster.workers.length, 4, 'retired workers are not restarted');
+	t.like(p.lines.find(line => line.msg === 'worker exited' && line['worker'] === a!.id), {workerRole: 'retiring', state: 'drained', level: 'info'});
+	// The new workers are members now: a crash is restarted.
+	c.exit(1);
+	p.clock.advance(100);
+	t.is(p.cluster.workers.length, 5);
+});
+
+test('reload: a replacement that fails to start ends it; the old workers keep serving', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGHUP');
+	p.cluster.workers[2]!.exit(1);
+	await flush();
+	t.truthy(p.line('reload failed: a new worker did not start; the old workers keep serving'));
+	t.deepEqual([...a!.received, ...b!.received], []);
+	t.is(p.cluster.workers.length, 3, 'a failed candidate is not restarted');
+	p.edges.signal('SIGHUP');
+	t.is(p.cluster.workers.length, 4, 'the cluster runs again: a new SIGHUP reloads');
+});
+
+test('reload: SIGHUP while reloading or draining is ignored', async t => {
+	const p = primary();
+	p.serveAll();
+	p.edges.signal('SIGHUP');
+	p.edges.signal('SIGHUP');
+	t.truthy(p.lines.find(line => line.msg === 'SIGHUP ignored: a reload is already running'));
+	t.is(p.cluster.workers.length, 3);
+	p.edges.signal('SIGTERM');
+	p.edges.signal('SIGHUP');
+	t.truthy(p.lines.find(line => line.msg === 'SIGHUP ignored: the cluster is shutting down'));
+});
+
+test('reload: SIGTERM aborts it; the drain takes every worker, old and the candidate', async t => {
+	const p = primary();
+	p.serveAll();
+	p.edges.signal('SIGHUP');
+	const candidate = p.cluster.workers[2]!;
+	p.edges.signal('SIGTERM');
+	for (const worker of p.cluster.workers) {
+		t.deepEqual(worker.types, ['drain'], `worker ${worker.id}`);
+	}
+
+	candidate.attach().listen();
+	await flush();
+	t.truthy(p.line('reload abandoned: the cluster is shutting down'));
+	t.is(p.cluster.workers.length, 3, 'no further candidate');
+	for (const worker of p.cluster.live) {
+		worker.drained().exit(0);
+	}
+
+	t.is(await p.done, ExitCode.OK);
+});
+
+test('reload: a retired worker still there at the deadline is killed', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGHUP');
+	p.cluster.workers[1]!.listen();
+	await flush();
+	p.clock.advance(TIMELINE.gracePeriodMs);
+	t.deepEqual(a!.signals, ['SIGKILL']);
+	t.truthy(p.line('retiring worker still running at the deadline; killing it'));
+});
+
+// Restart policy
+
+test('restarts: a crashed worker is replaced after a delay that doubles per crash, capped, per slot', t => {
+	const p = primary({workers: 1});
+	p.serveAll();
+	const delays: unknown[] = [];
+	for (let crash = 0; crash < 5; crash++) {
+		const worker = p.cluster.live[0]!;
+		worker.exit(1);
+		const restart = p.lines.filter(line => line.msg === 'restarting worker').at(-1)!;
+		delays.push(restart['delayMs']);
+		p.clock.advance(Number(restart['delayMs']) - 1);
+		t.is(p.cluster.live.length, 0, 'not before the delay');
+		p.clock.advance(1);
+		p.cluster.live[0]!.listen();
+	}
+
+	t.deepEqual(delays, [100, 200, 400, 800, 1000]);
+});
+
+test('restarts: a worker that stayed up --backoff-reset starts the delay over', t => {
+	const p = primary({workers: 1});
+	p.serveAll();
+	p.cluster.live[0]!.exit(1);
+	p.clock.advance(100);
+	p.cluster.live[0]!.listen();
+	p.clock.advance(30_000);
+	p.cluster.live[0]!.exit(1);
+	t.is(p.lines.filter(line => line.msg === 'restarting worker').at(-1)!['delayMs'], 100);
+});
+
+test('restarts: failed starts in a row with nothing serving -> give up, exit 6 with the app\'s stderr', async t => {
+	const p = primary({workers: 1, maxStartFailures: 3});
+	for (let start = 0; start < 3; start++) {
+		p.cluster.live[0]!.exit(1);
+		p.clock.advance(1000);
+	}
+
+	t.is(await p.done, ExitCode.START_FAILED);
+	t.is(p.cluster.workers.length, 3);
+	t.like(p.lines.find(line => line.level === 'fatal'), {failures: 3, code: 1});
+});
+
+test('restarts: a worker that does not listen within --listen-timeout is killed as a failed start', async t => {
+	const p = primary({workers: 1, maxStartFailures: 1});
+	const [a] = p.cluster.workers;
+	p.clock.advance(9999);
+	t.deepEqual(a!.signals, []);
+	p.clock.advance(1);
+	t.deepEqual(a!.signals, ['SIGKILL']);
+	a!.exit(null, 'SIGKILL');
+	t.is(await p.done, ExitCode.START_FAILED);
+	t.like(p.lines.find(line => line.level === 'fatal'), {killedFor: 'listen-timeout'});
+});
+
+test('restarts: with another worker serving, failed starts never give up', t => {
+	const p = primary({maxStartFailures: 2});
+	const [a, b] = p.serveAll();
+	a!.exit(1);
+	for (let attempt = 0; attempt < 5; attempt++) {
+		p.clock.advance(1000);
+		p.cluster.live.find(worker => worker !== b)!.exit(1);
+	}
+
+	t.falsy(p.lines.find(line => line.level === 'fatal'));
+	t.is(p.code(), undefined);
+});

@@ -1,0 +1,156 @@
+// A worker's drain phases with a fake clock: each transition at its exact
+// moment, the filters' mode following the phase, hooks, the report to the host.
+import test from 'ava';
+import http from 'node:http';
+import type {AddressInfo} from 'node:net';
+import {pEvent} from 'p-event';
+import {DEFAULT_WORKER_SETTINGS} from '../../src/settings.js';
+import {modeFor, ProcessDrain, type DrainSummary} from '../../src/worker/drain.js';
+import {Mode} from '../../src/worker/request-filter.js';
+import {captureLogger, FakeClock} from '../helpers/fakes.js';
+import {client} from '../helpers/http.js';
+
+async function rig(t: import('ava').ExecutionContext, {listen = false} = {}) {
+	const clock = new FakeClock();
+	const {logger, lines, messages} = captureLogger('worker');
+	const drain = new ProcessDrain(DEFAULT_WORKER_SETTINGS, logger, clock);
+	const held: http.ServerResponse[] = [];
+	const server = http.createServer((_request, response) => {
+		held.push(response);
+	});
+	drain.addServer(server);
+	const reports: number[] = [];
+	const finished: DrainSummary[] = [];
+	let resolveFinished!: () => void;
+	const whenFinished = new Promise<void>(resolve => {
+		resolveFinished = resolve;
+	});
+	drain.setHost({
+		progress(inflight) {
+			reports.push(inflight);
+		},
+		finish(summary) {
+			finished.push(summary);
+			resolveFinished();
+		},
+	});
+	let port = 0;
+	if (listen) {
+		server.listen(0, '127.0.0.1');
+		await pEvent(server, 'listening');
+		port = (server.address() as AddressInfo).port;
+	}
+
+	t.teardown(() => {
+		server.closeAllConnections();
+		server.close();
+	});
+	return {clock, drain, server, held, reports, finished, whenFinished, lines, messages, port};
+}
+
+test('modeFor: the one mapping from phase to filter mode', t => {
+	t.is(modeFor('serving'), Mode.SERVING);
+	t.is(modeFor('serve'), Mode.DRAIN_SERVE);
+	t.is(modeFor('retiring'), Mode.RETIRE);
+	for (const phase of ['reject', 'closing', 'hooks', 'done'] as const) {
+		t.is(modeFor(phase), Mode.REJECT, phase);
+	}
+});
+
+test('serve -> reject -> closing -> hooks -> done, each at its moment', async t => {
+	const r = await rig(t);
+	const order: string[] = [];
+	r.drain.addHook(() => {
+		order.push(`hook at ${r.clock.now()} in ${r.drain.phaseName}`);
+	});
+	r.drain.begin({servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: 10_000});
+	t.is(r.drain.phaseName, 'serve');
+	t.deepEqual(r.reports, [0], 'reports at once');
+	r.clock.advance(999);
+	t.is(r.drain.phaseName, 'serve');
+	r.clock.advance(1);
+	t.is(r.drain.phaseName, 'reject');
+	r.clock.advance(1999);
+	t.is(r.drain.phaseName, 'reject');
+	r.clock.advance(1);
+	// Nothing in flight: closing goes straight on to the hooks.
+	t.deepEqual(order, ['hook at 3000 in hooks']);
+	await r.whenFinished;
+	t.is(r.drain.phaseName, 'done');
+	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, rejected: 0}]);
+	t.is(r.clock.waiting, 0, 'every timer cleared');
+	t.deepEqual(r.messages().filter(message => message !== 'rejected requests while draining'), ['drain started', 'rejecting new requests', 'stopped listening; waiting for requests in flight']);
+	t.like(r.lines[0], {servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: 10_000});
+});
+
+test('no serve period: the reject phase starts at once', async t => {
+	const r = await rig(t);
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 500, gracePeriodMs: 10_000});
+	t.is(r.drain.phaseName, 'reject');
+});
+
+test('begin() is idempotent', async t => {
+	const r = await rig(t);
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 500, gracePeriodMs: 10_000});
+	r.drain.begin({servePeriodMs: 5000, rejectPeriodMs: 5000, gracePeriodMs: 10_000});
+	t.is(r.messages().filter(message => message === 'drain started').length, 1);
+	r.clock.advance(499);
+	t.is(r.drain.phaseName, 'reject', 'the first timeline holds');
+	r.clock.advance(1);
+	// No hooks and nothing in flight: straight through to the end.
+	t.is(r.drain.phaseName, 'done');
+});
+
+test('closing waits for the requests in flight, then the hooks run in order; one that throws is logged', async t => {
+	const r = await rig(t, {listen: true});
+	const ran: string[] = [];
+	r.drain.addHook(() => {
+		ran.push('first');
+		throw new Error('pool already closed');
+	});
+	r.drain.addHook(async () => {
+		ran.push('second');
+	});
+	const request = client(`http://127.0.0.1:${r.port}/work`);
+	await pEvent(r.server, 'request');
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 100, gracePeriodMs: 10_000});
+	r.clock.advance(100);
+	t.is(r.drain.phaseName, 'closing');
+	t.is(r.drain.inflight, 1);
+	t.deepEqual(ran, []);
+	r.clock.advance(250);
+	r.held[0]!.end('done');
+	t.is((await request).headers.connection, 'close');
+	await r.whenFinished;
+
+	t.deepEqual(ran, ['first', 'second']);
+	t.like(r.lines.find(line => line.msg === 'a shutdown hook failed; running the rest'), {level: 'error'});
+	t.like(r.finished[0], {served: 1});
+	t.is(r.reports[0], 1, 'the host heard the count at the start');
+});
+
+test('retiring: stops listening at once, leaves when idle and the linger is over', async t => {
+	const r = await rig(t, {listen: true});
+	r.drain.retire(1000);
+	t.is(r.drain.phaseName, 'retiring');
+	t.false(r.server.listening);
+	r.clock.advance(999);
+	t.is(r.drain.phaseName, 'retiring');
+	r.clock.advance(1);
+	t.is(r.drain.phaseName, 'done', 'no hooks: over at once');
+	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, rejected: 0}]);
+});
+
+test('a server attached in the middle of a drain joins in the current phase', async t => {
+	const r = await rig(t);
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 10_000});
+	const late = http.createServer();
+	late.listen(0, '127.0.0.1');
+	await pEvent(late, 'listening');
+	t.teardown(() => late.close());
+	const filter = r.drain.addServer(late);
+	t.true(filter.draining);
+	t.true(late.listening, 'still listening in the reject phase');
+	r.clock.advance(1000);
+	t.false(late.listening, 'stops with the others');
+});
