@@ -149,11 +149,13 @@ export class ClusterDrain {
 	}
 
 	private logProgress(): void {
-		const workers: Record<number, number | null> = {};
+		const workers: Record<number, number | 'no helper' | 'no report'> = {};
 		let inflight = 0;
 		for (const record of this.options.fleet.alive) {
+			// A worker without the helper never reports; one with it that has not
+			// reported yet may be frozen: the two must not look alike.
 			const count = record.report?.inflight;
-			workers[record.id] = count ?? null;
+			workers[record.id] = count ?? (isAttached(record.state) ? 'no report' : 'no helper');
 			inflight += count ?? 0;
 		}
 

@@ -2,9 +2,9 @@
  * The primary: owns the workers and the shutdown timeline. It wires the rooms
  * of the primary together and holds the cluster's one state:
  *
- *   running --SIGTERM/SIGINT--> draining --every worker gone / deadline--> stopping
- *   running --SIGHUP--> reloading --every worker replaced / a replacement failed--> running
- *   reloading --SIGTERM/SIGINT--> draining (the reload is aborted; the drain takes every worker)
+ *   running --SIGTERM/SIGINT/SIGQUIT--> draining --every worker gone / deadline--> stopping
+ *   running --SIGHUP/SIGUSR2--> reloading --every worker replaced / a replacement failed--> running
+ *   reloading --SIGTERM/SIGINT/SIGQUIT--> draining (the reload is aborted; the drain takes every worker)
  *   running --the app cannot start--> stopping
  *
  *   signals.ts     what each signal means
@@ -25,7 +25,7 @@ import {realEdges, type ProcessEdges} from './edges.js';
 import {Fleet} from './fleet.js';
 import type {LineSink} from './output.js';
 import {reload} from './reload.js';
-import {SIGNAL_ACTIONS, type HandledSignal} from './signals.js';
+import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from './signals.js';
 import {Supervisor} from './supervisor.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
 
@@ -113,7 +113,7 @@ export class Primary {
 		});
 		// At once, before anything is logged or forked: a SIGTERM during start-up
 		// must drain (here: end an empty cluster with 0), not kill the primary.
-		for (const signal of Object.keys(SIGNAL_ACTIONS) as HandledSignal[]) {
+		for (const signal of HANDLED_SIGNALS) {
 			edges.onSignal(signal, this.onSignal);
 		}
 	}
@@ -139,6 +139,12 @@ export class Primary {
 
 			case 'reload': {
 				this.onReload(signal);
+				break;
+			}
+
+			case 'ignore': {
+				// Its default would kill every worker and every request in flight.
+				this.logger.warn({signal}, `${signal} ignored: graceful-cluster drains on SIGTERM, SIGINT or SIGQUIT and reloads on SIGHUP or SIGUSR2`);
 				break;
 			}
 

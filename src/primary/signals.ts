@@ -1,18 +1,39 @@
 /**
  * What each signal to the primary means. Signals reach the primary from the
- * kubelet, Docker, systemd, a terminal or a person; each one whose default
- * would kill the primary (and with it every worker and every request in
- * flight) has a meaning here.
+ * kubelet, Docker, systemd, a terminal or a person; every catchable one whose
+ * default would kill the primary (and with it every worker and every request
+ * in flight) has a meaning here, or is logged and ignored. People bring their
+ * habits: nginx and gunicorn users stop with SIGQUIT, pm2 and nodemon users
+ * reload with SIGUSR2.
+ *
+ * Left alone: SIGUSR1 (Node opens its inspector on it), SIGPIPE and SIGXFSZ
+ * (Node ignores them), and the signals that stop rather than kill (SIGTSTP,
+ * SIGTTIN, SIGTTOU) or are ignored by default (SIGCHLD, SIGWINCH, SIGURG, SIGCONT).
  */
-export type SignalAction = 'drain' | 'reload';
+export type SignalAction = 'drain' | 'reload' | 'ignore';
 
 export const SIGNAL_ACTIONS = {
 	/** The orchestrator's stop (Kubernetes, Docker, systemd). */
 	SIGTERM: 'drain',
 	/** Ctrl-C. */
 	SIGINT: 'drain',
-	/** Replace the workers one at a time. Without a listener it would kill the primary. */
+	/** Ctrl-\ ; nginx's and gunicorn's graceful stop. */
+	SIGQUIT: 'drain',
+	/** Replace the workers one at a time. */
 	SIGHUP: 'reload',
+	/** pm2's and nodemon's habit for a restart. */
+	SIGUSR2: 'reload',
+	SIGALRM: 'ignore',
+	SIGVTALRM: 'ignore',
+	SIGPROF: 'ignore',
+	SIGIO: 'ignore',
+	SIGPWR: 'ignore',
+	SIGSTKFLT: 'ignore',
+	SIGTRAP: 'ignore',
+	SIGSYS: 'ignore',
+	SIGXCPU: 'ignore',
 } as const satisfies Partial<Record<NodeJS.Signals, SignalAction>>;
 
 export type HandledSignal = keyof typeof SIGNAL_ACTIONS;
+
+export const HANDLED_SIGNALS = Object.keys(SIGNAL_ACTIONS) as HandledSignal[];

@@ -186,9 +186,17 @@ test('a signal before run() ends an empty cluster with 0; nothing is forked', as
 	t.is(edges.cluster.workers.length, 0);
 });
 
-test('the primary handles SIGTERM, SIGINT and SIGHUP', t => {
+test('every signal that would kill the primary has a meaning: SIGQUIT drains, SIGUSR2 reloads, the rest are logged', async t => {
 	const p = primary();
-	t.deepEqual([...p.edges.handled].sort(), ['SIGHUP', 'SIGINT', 'SIGTERM']);
+	t.deepEqual([...p.edges.handled].sort(), ['SIGALRM', 'SIGHUP', 'SIGINT', 'SIGIO', 'SIGPROF', 'SIGPWR', 'SIGQUIT', 'SIGSTKFLT', 'SIGSYS', 'SIGTERM', 'SIGTRAP', 'SIGUSR2', 'SIGVTALRM', 'SIGXCPU']);
+	const [a] = p.serveAll();
+	p.edges.signal('SIGALRM');
+	t.like(p.lines.at(-1), {level: 'warn', signal: 'SIGALRM', msg: 'SIGALRM ignored: graceful-cluster drains on SIGTERM, SIGINT or SIGQUIT and reloads on SIGHUP or SIGUSR2'});
+	t.deepEqual(a!.received, []);
+	p.edges.signal('SIGUSR2');
+	t.truthy(p.line('reload started'));
+	p.edges.signal('SIGQUIT');
+	t.like(p.line('drain started'), {signal: 'SIGQUIT'});
 });
 
 // Reload
@@ -345,4 +353,15 @@ test('restarts: with another worker serving, failed starts never give up', t => 
 
 	t.falsy(p.lines.find(line => line.level === 'fatal'));
 	t.is(p.code(), undefined);
+});
+
+test('drain progress tells a worker without the helper from one that has not reported', t => {
+	const p = primary({workers: 3});
+	const [a, b, c] = p.cluster.workers;
+	a!.listen();
+	b!.attach().listen();
+	c!.attach().listen().say({type: 'inflight', inflight: 4, served: 0, rejected: 0});
+	p.edges.signal('SIGTERM');
+	p.clock.advance(1000);
+	t.like(p.line('drain progress'), {inflight: 4, workers: {[a!.id]: 'no helper', [b!.id]: 'no report', [c!.id]: 4}});
 });
