@@ -265,7 +265,7 @@ async function figureExit() {
 				throw new Error(`exit figure: status ${response.status}, exit code ${code}`);
 			}
 
-			latencies.push(proc.exitedAt - response.endedAt);
+			latencies.push(proc.exit.at - response.endedAt);
 		} finally {
 			proc.stop();
 		}
@@ -291,7 +291,7 @@ async function figureSigterm() {
 				await sleep(200);
 				const at = proc.signal('SIGTERM');
 				await waitExit(proc);
-				(name === 'cli' ? cli : bare).push(proc.exitedAt - at);
+				(name === 'cli' ? cli : bare).push(proc.exit.at - at);
 			} finally {
 				proc.stop();
 			}

@@ -17,7 +17,7 @@ import {parseArgs} from 'node:util';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..');
-const harnessFile = path.join(root, 'dist/test/rollout/harness.js');
+const harnessFile = path.join(root, 'dist/testkit/rollout.js');
 const cli = path.join(root, 'dist/src/cli.js');
 if (!existsSync(harnessFile) || !existsSync(cli)) {
 	console.error(`bench/rollout.js needs the compiled harness and CLI (${path.relative(root, harnessFile)}, ${path.relative(root, cli)}): run \`npm run build\` in ${root} first.`);

@@ -4,6 +4,7 @@
 import path from 'node:path';
 import test from 'ava';
 import type {Response} from 'got';
+import {url} from '../testkit/net.js';
 import {ROOT, startCluster} from './helpers/cluster.js';
 import {client, RawConnection} from './helpers/http.js';
 
@@ -31,8 +32,6 @@ const REJECT_MS = 3000;
 const SLOW_MS = 4500;
 const SLOW_SIZE = 100_000;
 const LOAD = 30;
-
-const url = (port: number, route: string) => `http://127.0.0.1:${port}${route}`;
 
 /** `count` GETs, `concurrency` at a time; resolves with every response. */
 async function load(port: number, route: string, count: number, concurrency = 3): Promise<Array<Response<string>>> {

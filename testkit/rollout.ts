@@ -4,18 +4,19 @@
  * replacement on the same port, and every client-visible outcome classified.
  *
  * Shared by test/rollout/rollout.test.ts and bench/rollout.js (which imports the
- * compiled dist/test/rollout/harness.js), so it uses node built-ins only and
- * knows nothing of ava: every process it starts is registered on a `Cleanup`
- * that the caller runs (ava's t.teardown, or the bench's finally).
+ * compiled dist/testkit/rollout.js), so it knows nothing of ava: every process
+ * it starts is registered on a `Cleanup` that the caller runs (ava's
+ * t.teardown, or the bench's finally).
  */
-import {spawn, spawnSync, type ChildProcess} from 'node:child_process';
+import {spawnSync} from 'node:child_process';
 import {mkdtempSync, rmSync, writeFileSync} from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import {performance} from 'node:perf_hooks';
 import {setTimeout as sleep} from 'node:timers/promises';
+import {freePorts, isListening} from './net.js';
+import {cleanEnv, spawnGroup, waitUntil, type GroupProcess, type Line} from './proc.js';
 
 // ---------------------------------------------------------------------------
 // Processes
@@ -38,194 +39,29 @@ export class Cleanup {
 	}
 }
 
-export interface Line {
-	/** performance.now() when the line arrived. */
-	readonly at: number;
-	readonly stream: 'stdout' | 'stderr';
-	readonly text: string;
-}
-
-export interface Exit {
-	readonly code: number | null;
-	readonly signal: NodeJS.Signals | null;
-	readonly at: number;
-}
-
 export interface Command {
 	readonly argv: readonly string[];
 	readonly env?: Readonly<Record<string, string>>;
 	readonly cwd?: string;
 }
 
-/** A child process in its own process group, with its output split into timed lines. */
-export class Proc {
-	readonly lines: Line[] = [];
-	readonly exited: Promise<Exit>;
-	readonly pid: number;
-	exit: Exit | undefined;
-	private readonly waiters = new Set<() => void>();
-	private tail = '';
+/** A pod, HAProxy: raw output lines, both streams. */
+export type Proc = GroupProcess<Line>;
 
-	constructor(readonly name: string, readonly child: ChildProcess, cleanup: Cleanup) {
-		this.pid = child.pid!;
-		this.exited = new Promise(resolve => {
-			child.once('exit', (code, signal) => {
-				this.exit = {code, signal, at: performance.now()};
-				this.wake();
-				resolve(this.exit);
-			});
-		});
-		cleanup.add(async () => {
-			if (!this.exit) {
-				this.killGroup();
-				await Promise.race([this.exited, sleep(3000, undefined, {ref: false})]);
-			}
-
-			// Workers may outlive a primary; the group kill reaches them too.
-			this.killGroup();
-		});
-		for (const stream of ['stdout', 'stderr'] as const) {
-			let pending = '';
-			child[stream]!.setEncoding('utf8');
-			child[stream]!.on('data', (chunk: string) => {
-				const at = performance.now();
-				this.tail = (this.tail + chunk).slice(-6000);
-				pending += chunk;
-				let index: number;
-				while ((index = pending.indexOf('\n')) !== -1) {
-					this.lines.push({at, stream, text: pending.slice(0, index)});
-					pending = pending.slice(index + 1);
-				}
-
-				this.wake();
-			});
-		}
-	}
-
-	/** Sends a signal to this process alone; returns performance.now(). */
-	signal(signal: NodeJS.Signals): number {
-		const at = performance.now();
-		process.kill(this.pid, signal);
-		return at;
-	}
-
-	killGroup(): void {
-		try {
-			process.kill(-this.pid, 'SIGKILL');
-		} catch {}
-	}
-
-	find(test: (line: Line) => boolean): Line | undefined {
-		return this.lines.find(line => test(line));
-	}
-
-	count(test: (line: Line) => boolean): number {
-		let n = 0;
-		for (const line of this.lines) {
-			if (test(line)) {
-				n++;
-			}
-		}
-
-		return n;
-	}
-
-	/** Resolves with the `count`-th line that passes `test`. */
-	async waitFor(test: (line: Line) => boolean, {count = 1, timeoutMs = 15_000, what = 'a log line'}: {count?: number; timeoutMs?: number; what?: string} = {}): Promise<Line> {
-		const deadline = performance.now() + timeoutMs;
-		for (;;) {
-			const matching = this.lines.filter(line => test(line));
-			if (matching.length >= count) {
-				return matching[count - 1]!;
-			}
-
-			const left = deadline - performance.now();
-			if (left <= 0 || (this.exit && matching.length < count)) {
-				throw new Error(`${this.name}: ${what} (x${count}) did not come within ${timeoutMs} ms${this.exit ? ` (exited ${JSON.stringify(this.exit)})` : ''}. Output:\n${this.output()}`);
-			}
-
-			// eslint-disable-next-line no-await-in-loop
-			await new Promise<void>(resolve => {
-				const timer = setTimeout(resolve, Math.min(left, 1000));
-				this.waiters.add(() => {
-					clearTimeout(timer);
-					resolve();
-				});
-			});
-		}
-	}
-
-	/** The last few kilobytes written, for failure messages. */
-	output(): string {
-		return this.tail;
-	}
-
-	private wake(): void {
-		const waiters = [...this.waiters];
-		this.waiters.clear();
-		for (const wake of waiters) {
-			wake();
-		}
-	}
-}
-
-/** Starts `command` detached (its own process group); the cleanup kills the group. */
+/** Starts `command` in its own process group; the cleanup kills the group. */
 export function startProc(name: string, command: Command, cleanup: Cleanup): Proc {
 	const [file, ...args] = command.argv;
-	const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('GRACEFUL_CLUSTER_')));
-	const child = spawn(file!, args, {
-		cwd: command.cwd,
-		detached: true,
-		stdio: ['ignore', 'pipe', 'pipe'],
-		env: {...env, ...command.env},
-	});
-	return new Proc(name, child, cleanup);
-}
-
-// ---------------------------------------------------------------------------
-// Ports
-
-/** `n` distinct ports that were free a moment ago (bound to port 0 together, then released). */
-export async function freePorts(n: number): Promise<number[]> {
-	const servers = await Promise.all(Array.from({length: n}, async () => {
-		const server = net.createServer();
-		await new Promise<void>((resolve, reject) => {
-			server.once('error', reject);
-			server.listen(0, '127.0.0.1', resolve);
-		});
-		return server;
-	}));
-	const ports = servers.map(server => (server.address() as net.AddressInfo).port);
-	await Promise.all(servers.map(async server => new Promise(resolve => {
-		server.close(resolve);
-	})));
-	return ports;
-}
-
-/** True when something accepts connections on 127.0.0.1:port. */
-export async function isListening(port: number): Promise<boolean> {
-	return new Promise(resolve => {
-		const socket = net.connect(port, '127.0.0.1');
-		socket.once('connect', () => {
-			socket.destroy();
-			resolve(true);
-		});
-		socket.once('error', () => {
-			resolve(false);
-		});
-	});
-}
-
-async function waitUntil(test: () => boolean | Promise<boolean>, timeoutMs: number, what: string, intervalMs = 50): Promise<void> {
-	const deadline = performance.now() + timeoutMs;
-	while (!(await test())) {
-		if (performance.now() > deadline) {
-			throw new Error(`${what}: not within ${timeoutMs} ms`);
+	const proc = spawnGroup(file!, args, {name, cwd: command.cwd, env: cleanEnv(command.env)});
+	cleanup.add(async () => {
+		if (!proc.exit) {
+			proc.stop();
+			await proc.exitWithin(3000);
 		}
 
-		// eslint-disable-next-line no-await-in-loop
-		await sleep(intervalMs);
-	}
+		// Workers may outlive a primary; the group kill reaches them too.
+		proc.stop();
+	});
+	return proc;
 }
 
 // ---------------------------------------------------------------------------
@@ -552,6 +388,7 @@ function loggedRequests(haproxy: Proc): LoggedRequest[] {
 }
 
 const stateLine = (server: string, state: 'UP' | 'DOWN') => (line: Line) => line.text.includes(`Server be/${server} is ${state}`);
+const count = (proc: Proc, test: (line: Line) => boolean): number => proc.lines.filter(line => test(line)).length;
 
 // ---------------------------------------------------------------------------
 // The scenario
@@ -631,7 +468,7 @@ async function waitReady(port: number, checkPath: string, pod: Proc, timeoutMs =
 
 		const reply = await send({port, method: 'GET', path: checkPath, agent: false, timeoutMs: 1000});
 		return reply.status === 200;
-	}, timeoutMs, `${pod.name} ready on ${port}${checkPath}`, 100);
+	}, {timeout: timeoutMs, interval: 100, what: `${pod.name} ready on ${port}${checkPath}`});
 }
 
 /**
@@ -687,7 +524,7 @@ export async function runRollout(options: RunOptions, cleanup: Cleanup): Promise
 		// A few long requests, pinned to pod 1, in flight when the signal comes.
 		const inflightTally = new Tally(sinceSignal);
 		const inflightOutcomes: Outcome[] = [];
-		const before = pod1.count(line => line.text.includes(marker));
+		const before = count(pod1, line => line.text.includes(marker));
 		const longs = Array.from({length: longRequests}, async (_, i) => {
 			const reply = await send({
 				port: lbPort, method: 'GET', path: `/slow?ms=${longMs}&id=long-${i}`, headers: {'x-pin': 'pod1'}, agent: false, timeoutMs: longMs + 20_000,
@@ -696,26 +533,25 @@ export async function runRollout(options: RunOptions, cleanup: Cleanup): Promise
 			inflightTally.add(outcome, 'GET /slow', reply);
 			inflightOutcomes.push(outcome);
 		});
-		await pod1.waitFor(line => line.text.includes(marker), {count: before + longRequests, timeoutMs: 10_000, what: 'long requests started'});
+		await pod1.waitFor(line => line.text.includes(marker), {count: before + longRequests, timeout: 10_000, what: 'long requests started'});
 
 		signalAt = pod1.signal('SIGTERM');
 		log(`${variant.name} / ${scenario.id}: SIGTERM to pod 1 (pid ${pod1.pid})`);
 
-		// An unref'd timer: a pending race must not keep the test process alive.
-		const pod1Exit = Promise.race([pod1.exited, sleep(exitTimeoutMs, undefined, {ref: false}).then(() => undefined)]);
+		const pod1Exit = pod1.exitWithin(exitTimeoutMs);
 
 		// The replacement: after a few seconds, once the old pod has let go of the port(s).
 		await sleep(options.replacementDelayMs ?? 3000);
-		await waitUntil(async () => !(await isListening(port1)) && !(variant.separateCheckPort && await isListening(checkPort1)), exitTimeoutMs, 'pod 1\'s port free for the replacement', 100)
+		await waitUntil(async () => !(await isListening(port1)) && !(variant.separateCheckPort && await isListening(checkPort1)), {timeout: exitTimeoutMs, interval: 100, what: 'pod 1\'s port free for the replacement'})
 			.catch(() => {
 				log(`${variant.name} / ${scenario.id}: pod 1 still holds its port; killing it to start the replacement`);
-				pod1.killGroup();
+				pod1.stop();
 			});
-		await waitUntil(async () => !(await isListening(port1)), 5000, 'pod 1\'s port free', 100);
+		await waitUntil(async () => !(await isListening(port1)), {timeout: 5000, interval: 100, what: 'pod 1\'s port free'});
 		const replacementAt = performance.now();
-		const upsBefore = haproxy.count(stateLine('pod1', 'UP'));
+		const upsBefore = count(haproxy, stateLine('pod1', 'UP'));
 		const replacement = startProc('pod1-replacement', podCommand('pod1-replacement', port1, checkPort1), cleanup);
-		const up = await haproxy.waitFor(stateLine('pod1', 'UP'), {count: upsBefore + 1, timeoutMs: 20_000, what: 'HAProxy marking the replacement UP'})
+		const up = await haproxy.waitFor(stateLine('pod1', 'UP'), {count: upsBefore + 1, timeout: 20_000, what: 'HAProxy marking the replacement UP'})
 			.catch((error: unknown) => {
 				log(String(error));
 				return undefined;
@@ -723,20 +559,20 @@ export async function runRollout(options: RunOptions, cleanup: Cleanup): Promise
 		const upAt = up?.at;
 		// Keep the load until the replacement has served for a while.
 		const servedByReplacement = () => loggedRequests(haproxy).filter(r => r.server === 'pod1' && r.at - r.activeMs >= (upAt ?? replacementAt)).length;
-		await waitUntil(() => servedByReplacement() >= (options.replacementRequests ?? 200), 20_000, 'replacement serving').catch((error: unknown) => {
+		await waitUntil(() => servedByReplacement() >= (options.replacementRequests ?? 200), {timeout: 20_000, what: 'replacement serving'}).catch((error: unknown) => {
 			log(String(error));
 		});
 
 		const exit = await pod1Exit;
 		if (!exit) {
 			log(`${variant.name} / ${scenario.id}: pod 1 did not exit within ${exitTimeoutMs} ms of the signal; killing it`);
-			pod1.killGroup();
+			pod1.stop();
 		}
 
 		await Promise.all(longs);
 		await load.stop();
 
-		const down = haproxy.find(stateLine('pod1', 'DOWN'));
+		const down = haproxy.lines.find(stateLine('pod1', 'DOWN'));
 		const toOld = loggedRequests(haproxy).filter(r => r.server === 'pod1' && !r.uri.startsWith('/slow') && r.at - r.activeMs < replacementAt);
 		const lastToOld = toOld.length > 0 ? Math.max(...toOld.map(r => r.at - r.activeMs)) : undefined;
 		const tally = load.tally;
@@ -754,7 +590,7 @@ export async function runRollout(options: RunOptions, cleanup: Cleanup): Promise
 			inflight: {
 				sent: longRequests,
 				completed: inflightTally.get('ok'),
-				rerun: [pod2, replacement].reduce((n, pod) => n + pod.count(line => line.text.includes(marker)), 0),
+				rerun: [pod2, replacement].reduce((n, pod) => n + count(pod, line => line.text.includes(marker)), 0),
 				outcomes: inflightOutcomes,
 			},
 			exit: exit

@@ -4,6 +4,7 @@
 // the reject phase ("senders"). Every socket records how and when it ended.
 import net from 'node:net';
 import {performance} from 'node:perf_hooks';
+import {eventually} from '../../dist/testkit/proc.js';
 
 const REQUEST = 'GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n';
 
@@ -67,12 +68,7 @@ export function scheduleSenders(conns, times) {
 
 /** Waits until every socket has closed, at most until `until` (performance.now()). */
 export async function waitAllClosed(conns, until) {
-	while (performance.now() < until && conns.some(conn => conn.closedAt === undefined)) {
-		// eslint-disable-next-line no-await-in-loop
-		await new Promise(resolve => {
-			setTimeout(resolve, 10);
-		});
-	}
+	await eventually(() => conns.every(conn => conn.closedAt !== undefined), {timeout: Math.max(0, until - performance.now()), interval: 10});
 }
 
 export function closeAll(conns) {

@@ -2,14 +2,17 @@
 // (detached) so that a cleanup can kill it with everything it forked. Every
 // spawned group is remembered and killed in `killAll()`, which perf.js runs in a
 // finally block and on SIGINT/SIGTERM.
-import {execFileSync, spawn} from 'node:child_process';
+import {execFileSync} from 'node:child_process';
 import {closeSync, cpSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import net from 'node:net';
-import {performance} from 'node:perf_hooks';
 import process from 'node:process';
-import readline from 'node:readline';
+// The process, port and polling helpers the tests use too, compiled by the root's
+// `npm run build` (which `npm run bench` runs first).
+import {parseJsonLine, spawnGroup} from '../../dist/testkit/proc.js';
+
+export {freePort} from '../../dist/testkit/net.js';
+export {setTimeout as sleep} from 'node:timers/promises';
 
 const groups = new Set();
 
@@ -46,19 +49,11 @@ export function useDist(dir) {
 export const HELLO = new URL('../servers/hello.mjs', import.meta.url).pathname;
 export const CLUSTER = new URL('../servers/cluster.mjs', import.meta.url).pathname;
 
-/** A free TCP port on 127.0.0.1 (asked of the kernel, then released). */
-export async function freePort() {
-	const server = net.createServer();
-	await new Promise(resolve => server.listen(0, '127.0.0.1', resolve));
-	const {port} = server.address();
-	await new Promise(resolve => server.close(resolve));
-	return port;
-}
-
 /**
- * Spawns `node ...args` with stdout parsed as JSON lines. `lines` holds each
- * parsed line with `at`, the performance.now() of its arrival here.
- * With `stdout: 'ignore'`, output goes nowhere (no parsing cost during loads).
+ * Spawns `node ...args` in its own process group, with stdout parsed as JSON
+ * lines. `lines` holds each parsed line with `at`, the performance.now() of its
+ * arrival here. With `stdout: 'ignore'`, output goes nowhere (no parsing cost
+ * during loads).
  */
 export function start(args, {env = {}, stdout = 'pipe', nodeArgs = []} = {}) {
 	// 'file': the output goes to a file that is polled only while someone waits
@@ -67,199 +62,117 @@ export function start(args, {env = {}, stdout = 'pipe', nodeArgs = []} = {}) {
 	let stdio = stdout;
 	if (stdout === 'file') {
 		const dir = mkdtempSync(path.join(os.tmpdir(), 'gc-bench-'));
-		file = {dir, path: path.join(dir, 'out.ndjson'), offset: 0, pending: ''};
+		file = {dir, path: path.join(dir, 'out.ndjson'), offset: 0};
 		stdio = openSync(file.path, 'w');
 	}
 
-	const spawnedAt = performance.now();
-	const child = spawn(process.execPath, [...nodeArgs, ...args], {
+	const group = spawnGroup(process.execPath, [...nodeArgs, ...args], {
+		name: args.join(' '),
 		cwd: ROOT,
 		env: {...process.env, BENCH_DIST: paths.dist, ...env},
-		stdio: ['ignore', stdio, 'inherit'],
-		detached: true,
+		stdout: stdio,
+		stderr: 'inherit',
+		parse(line) {
+			const record = parseJsonLine(line);
+			if (record) {
+				record.at = line.at;
+			}
+
+			return record;
+		},
 	});
 	if (file) {
 		closeSync(stdio);
 	}
 
-	groups.add(child.pid);
-	const proc = {
-		child,
-		pid: child.pid,
-		spawnedAt,
-		lines: [],
-		waiters: new Set(),
-		exitedAt: undefined,
-		exit: undefined,
-	};
-	proc.exited = new Promise(resolve => {
-		child.once('exit', (code, signal) => {
-			proc.exitedAt = performance.now();
-			proc.exit = {code, signal};
-			resolve(proc.exit);
-		});
-	});
-	const onLine = text => {
-		const at = performance.now();
-		let line;
-		try {
-			line = JSON.parse(text);
-		} catch {
-			return;
-		}
-
-		line.at = at;
-		proc.lines.push(line);
-		for (const waiter of proc.waiters) {
-			waiter();
-		}
-	};
-
-	if (child.stdout) {
-		readline.createInterface({input: child.stdout}).on('line', onLine);
-	}
+	groups.add(group.pid);
 
 	let poller;
+	let waiting = 0;
 	const buffer = Buffer.alloc(1 << 20);
 	const poll = () => {
 		const fd = openSync(file.path, 'r');
 		try {
 			for (let n; (n = readSync(fd, buffer, 0, buffer.length, file.offset)) > 0;) {
 				file.offset += n;
-				const text = file.pending + buffer.toString('utf8', 0, n);
-				const parts = text.split('\n');
-				file.pending = parts.pop();
-				for (const part of parts) {
-					onLine(part);
-				}
+				group.feed('stdout', buffer.toString('utf8', 0, n));
 			}
 		} finally {
 			closeSync(fd);
 		}
 	};
 
-	const watch = on => {
-		if (!file) {
-			return;
-		}
-
-		if (on && !poller) {
-			poll();
-			poller = setInterval(poll, 5);
-		} else if (!on && poller && proc.waiters.size === 0) {
-			clearInterval(poller);
-			poller = undefined;
-		}
-	};
-
-	child.once('exit', () => {
-		if (file) {
+	if (file) {
+		// The last lines, before a wait can give up on the exit.
+		group.once('exit', () => {
 			try {
 				poll();
 			} catch {}
+		});
+	}
 
-			for (const waiter of proc.waiters) {
-				waiter();
+	const proc = {
+		group,
+		child: group.child,
+		pid: group.pid,
+		/** performance.now() just before the spawn. */
+		spawnedAt: group.spawnedAt,
+		lines: group.lines,
+		exited: group.exited,
+		/** {code, signal, at} once exited. */
+		get exit() {
+			return group.exit;
+		},
+		/** Resolves with the `count`-th line matching `predicate` (bounded by `timeoutMs`; rejects if the process exits first). */
+		async waitFor(predicate, {count = 1, timeoutMs = 15_000} = {}) {
+			if (file && waiting++ === 0) {
+				poll();
+				poller = setInterval(poll, 5);
 			}
-		}
-	});
-	proc.removeFile = () => {
-		if (file) {
-			rmSync(file.dir, {recursive: true, force: true});
-		}
-	};
 
-	/** Resolves with the `count`-th line matching `predicate` (bounded by `timeoutMs`). */
-	proc.waitFor = (predicate, {count = 1, timeoutMs = 15_000} = {}) => new Promise((resolve, reject) => {
-		const check = () => {
-			const matches = proc.lines.filter(predicate);
-			if (matches.length >= count) {
-				cleanup();
-				resolve(matches[count - 1]);
-				return true;
+			try {
+				return await group.waitFor(predicate, {count, timeout: timeoutMs, what: 'the expected log line'});
+			} finally {
+				if (file && --waiting === 0) {
+					clearInterval(poller);
+				}
 			}
-
-			return false;
-		};
-
-		const onExit = () => {
-			if (!check()) {
-				cleanup();
-				reject(new Error(`process ${child.pid} (${args.join(' ')}) exited before the expected log line`));
-			}
-		};
-
-		const timer = setTimeout(() => {
-			cleanup();
-			reject(new Error(`timed out after ${timeoutMs} ms waiting for a log line of ${args.join(' ')}`));
-		}, timeoutMs);
-		const cleanup = () => {
-			clearTimeout(timer);
-			proc.waiters.delete(check);
-			child.off('exit', onExit);
-			watch(false);
-		};
-
-		if (!check()) {
-			proc.waiters.add(check);
-			watch(true);
-			child.once('exit', onExit);
-		}
-	});
-	proc.msg = (msg, options) => proc.waitFor(line => line.msg === msg, options);
-	/** Signals the process itself (not its group): what a container runtime does to PID 1. */
-	proc.signal = signal => {
-		const at = performance.now();
-		child.kill(signal);
-		return at;
-	};
-	proc.stop = () => {
-		stopGroup(child.pid);
-		if (poller) {
+		},
+		msg: (msg, options) => proc.waitFor(line => line.msg === msg, options),
+		/** Signals the process itself (not its group): what a container runtime does to PID 1. */
+		signal: signal => group.signal(signal),
+		stop() {
+			group.stop();
+			groups.delete(group.pid);
 			clearInterval(poller);
-		}
-
-		proc.removeFile();
+			if (file) {
+				rmSync(file.dir, {recursive: true, force: true});
+			}
+		},
 	};
 	return proc;
-}
-
-function stopGroup(pid) {
-	try {
-		process.kill(-pid, 'SIGKILL');
-	} catch {}
-
-	groups.delete(pid);
 }
 
 /** Stops every process group this run started. */
 export function killAll() {
 	for (const pid of [...groups]) {
-		stopGroup(pid);
+		try {
+			process.kill(-pid, 'SIGKILL');
+		} catch {}
+
+		groups.delete(pid);
 	}
 }
 
-export const sleep = ms => new Promise(resolve => {
-	setTimeout(resolve, ms);
-});
-
 /** Bounded wait for a child's exit; SIGKILLs its group on timeout. */
 export async function waitExit(proc, timeoutMs = 15_000) {
-	let timer;
-	const result = await Promise.race([
-		proc.exited,
-		new Promise(resolve => {
-			timer = setTimeout(() => resolve(undefined), timeoutMs);
-		}),
-	]);
-	clearTimeout(timer);
+	const result = await proc.group.exitWithin(timeoutMs);
+	// The primary is gone (or is killed now); anything left in its group (an orphaned worker) goes too.
+	proc.stop();
 	if (result === undefined) {
-		proc.stop();
 		throw new Error(`process ${proc.pid} did not exit within ${timeoutMs} ms`);
 	}
 
-	// The primary is gone; anything left in its group (an orphaned worker) goes too.
-	proc.stop();
 	return result;
 }
 

@@ -1,11 +1,11 @@
 // The core timeline after SIGTERM, end to end: real CLI, real workers, real clients.
 import test from 'ava';
 import {performance} from 'node:perf_hooks';
-import {fixture, isAlive, startCluster} from '../helpers/cluster.js';
 import {RequestError} from 'got';
+import {url} from '../../testkit/net.js';
+import {isAlive} from '../../testkit/proc.js';
+import {fixture, startCluster} from '../helpers/cluster.js';
 import {client, RawConnection} from '../helpers/http.js';
-
-const url = (port: number, path: string) => `http://127.0.0.1:${port}${path}`;
 
 test('SIGTERM: probes flip, new requests get 503 + Connection: close + Retry-After, in-flight requests finish, exit 0 after the reject phase', async t => {
 	// Long enough for every check below to land inside the reject phase on a busy machine.

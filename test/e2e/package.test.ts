@@ -5,6 +5,7 @@ import {execFileSync} from 'node:child_process';
 import {mkdtempSync, rmSync, writeFileSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import {url} from '../../testkit/net.js';
 import {ROOT, start} from '../helpers/cluster.js';
 import {client} from '../helpers/http.js';
 
@@ -41,7 +42,7 @@ for (const kind of ['esm', 'cjs'] as const) {
 		const cluster = start(t, [bin, '-w', '1', '--reject-period', '300ms', `server.${kind === 'esm' ? 'mjs' : 'cjs'}`], {command: process.execPath, cwd: app});
 		const listening = await cluster.waitForLog('worker listening');
 		const port = Number(String(listening['address']).split(':').pop());
-		t.is((await client(`http://127.0.0.1:${port}/`)).body, kind);
+		t.is((await client(url(port, '/'))).body, kind);
 		cluster.kill('SIGTERM');
 		t.is((await cluster.exited).code, 0, cluster.text());
 		t.like(cluster.lines.find(line => line.msg === 'user hook'), {kind});

@@ -1,15 +1,16 @@
 // SIGHUP: replace every worker, one at a time, under load, without a failed request.
 import test from 'ava';
+import {EventEmitter} from 'node:events';
 import {rmSync, writeFileSync} from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
-import {setTimeout as delay} from 'node:timers/promises';
 import got from 'got';
-import {fixture, isAlive, startCluster} from '../helpers/cluster.js';
-import {client, freePort} from '../helpers/http.js';
-
-const url = (port: number, path: string) => `http://127.0.0.1:${port}${path}`;
+import {pEvent} from 'p-event';
+import {freePort, url} from '../../testkit/net.js';
+import {isAlive} from '../../testkit/proc.js';
+import {fixture, startCluster} from '../helpers/cluster.js';
+import {client} from '../helpers/http.js';
 
 interface Load {
 	stop(): Promise<void>;
@@ -23,7 +24,8 @@ function steadyLoad(port: number, clients = 8, maxMs = 30_000, maxRequests = 50_
 	const agent = new http.Agent({keepAlive: true, maxSockets: clients});
 	const keepAliveClient = got.extend({retry: {limit: 0}, throwHttpErrors: false, agent: {http: agent}, timeout: {request: 10_000}});
 	const results: Load['results'] = [];
-	const waiters: Array<{at: number; resolve: () => void}> = [];
+	/** 'result' after each request. */
+	const progress = new EventEmitter();
 	let stopped = false;
 	const until = Date.now() + maxMs;
 	const loop = async () => {
@@ -36,10 +38,7 @@ function steadyLoad(port: number, clients = 8, maxMs = 30_000, maxRequests = 50_
 				results.push({error: (error as {code?: string}).code ?? String(error)});
 			}
 
-			for (const waiter of waiters.filter(w => results.length >= w.at)) {
-				waiters.splice(waiters.indexOf(waiter), 1);
-				waiter.resolve();
-			}
+			progress.emit('result');
 		}
 	};
 
@@ -53,14 +52,10 @@ function steadyLoad(port: number, clients = 8, maxMs = 30_000, maxRequests = 50_
 		},
 		async more(n) {
 			// Bounded: if the load stopped (its own caps) this fails instead of hanging.
-			await Promise.race([
-				new Promise<void>(resolve => {
-					waiters.push({at: results.length + n, resolve});
-				}),
-				delay(20_000, undefined, {ref: false}).then(() => {
-					throw new Error(`the load did not complete ${n} more requests within 20 s (${results.length} so far)`);
-				}),
-			]);
+			const at = results.length + n;
+			await pEvent(progress, 'result', {filter: () => results.length >= at, timeout: 20_000}).catch((error: unknown) => {
+				throw new Error(`the load did not complete ${n} more requests within 20 s (${results.length} so far)`, {cause: error});
+			});
 		},
 	};
 }
@@ -150,8 +145,8 @@ test('SIGTERM during a reload drains everything that runs, old and new workers',
 	app.kill('SIGHUP');
 	await app.waitForLog(line => line.msg === 'worker started' && line['workerRole'] === 'candidate');
 	app.kill('SIGTERM');
-	const exit = await Promise.race([app.exited, delay(40_000, undefined, {ref: false}).then(() => ({code: -1, signal: null, at: 0}))]);
-	t.is(exit.code, 0, app.text());
+	const exit = await app.exitWithin(40_000);
+	t.is(exit?.code, 0, app.text());
 	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain started'), {workers: 3}, 'the drain covers the old workers and the candidate');
 	t.truthy(app.lines.find(line => line.msg === 'worker exited' && line['workerRole'] === 'candidate'));
 	t.is(app.lines.filter(line => line.msg === 'worker drained').length, 3, 'the candidate drained too');

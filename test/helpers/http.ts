@@ -3,6 +3,7 @@
  * be seen, not retried away), and a raw socket that shows exactly what a
  * keep-alive connection receives.
  */
+import {EventEmitter, once} from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
 import got from 'got';
@@ -26,7 +27,8 @@ export class RawConnection {
 	private buffer = '';
 	private ended = false;
 	private error: Error | undefined;
-	private waiters: Array<() => void> = [];
+	/** 'change' on every byte, end or error that comes in. */
+	private readonly changes = new EventEmitter();
 
 	private constructor(readonly socket: net.Socket) {
 		socket.setEncoding('latin1');
@@ -50,10 +52,7 @@ export class RawConnection {
 
 	static async open(port: number): Promise<RawConnection> {
 		const socket = net.connect(port, '127.0.0.1');
-		await new Promise<void>((resolve, reject) => {
-			socket.once('connect', resolve);
-			socket.once('error', reject);
-		});
+		await once(socket, 'connect');
 		return new RawConnection(socket);
 	}
 
@@ -67,7 +66,7 @@ export class RawConnection {
 	async closedByServer(): Promise<'fin' | 'reset'> {
 		while (!this.ended && !this.error) {
 			// eslint-disable-next-line no-await-in-loop
-			await new Promise<void>(resolve => this.waiters.push(resolve));
+			await once(this.changes, 'change');
 		}
 
 		return this.error ? 'reset' : 'fin';
@@ -94,7 +93,7 @@ export class RawConnection {
 			}
 
 			// eslint-disable-next-line no-await-in-loop
-			await new Promise<void>(resolve => this.waiters.push(resolve));
+			await once(this.changes, 'change');
 		}
 	}
 
@@ -122,19 +121,6 @@ export class RawConnection {
 	}
 
 	private wake(): void {
-		const waiters = this.waiters;
-		this.waiters = [];
-		for (const wake of waiters) {
-			wake();
-		}
+		this.changes.emit('change');
 	}
-}
-
-/** A port nothing listens on right now (bound to 0, read, closed). */
-export async function freePort(): Promise<number> {
-	const server = net.createServer();
-	await new Promise<void>(resolve => server.listen(0, '127.0.0.1', resolve));
-	const {port} = server.address() as net.AddressInfo;
-	await new Promise(resolve => server.close(resolve));
-	return port;
 }

@@ -3,8 +3,11 @@
 // refused or reset connection) and a beforeRetry hook that moves the retry to
 // the other pod sees no failure while one pod drains and exits.
 import http from 'node:http';
+import {setTimeout as delay} from 'node:timers/promises';
 import test from 'ava';
 import got, {type RequestError} from 'got';
+import {url} from '../../testkit/net.js';
+import {eventually, waitUntil} from '../../testkit/proc.js';
 import {fixture, startCluster} from '../helpers/cluster.js';
 
 test('got with its default retry policy, retrying on the other pod, sees no failure while a pod drains and exits', async t => {
@@ -30,9 +33,9 @@ test('got with its default retry policy, retrying on the other pod, sees no fail
 					const reason = error.response ? String(error.response.statusCode) : error.code;
 					retriedOn[reason] = (retriedOn[reason] ?? 0) + 1;
 					// The retry goes to the other pod.
-					const url = new URL(error.options.url!);
-					url.port = String(ports.find(port => port !== Number(url.port)));
-					error.options.url = url;
+					const other = new URL(error.options.url!);
+					other.port = String(ports.find(port => port !== Number(other.port)));
+					error.options.url = other;
 				},
 			],
 		},
@@ -46,7 +49,7 @@ test('got with its default retry policy, retrying on the other pod, sees no fail
 			const port = ports[n % 2]!;
 			try {
 				// eslint-disable-next-line no-await-in-loop
-				const response = await api(`http://127.0.0.1:${port}/`);
+				const response = await api(url(port, '/'));
 				if (response.body === 'hello') {
 					ok++;
 				} else {
@@ -57,25 +60,15 @@ test('got with its default retry policy, retrying on the other pod, sees no fail
 			}
 
 			// eslint-disable-next-line no-await-in-loop
-			await new Promise(resolve => setTimeout(resolve, 5));
+			await delay(5);
 		}
 	});
 
 	// Long requests in flight on the draining pod when the signal comes.
-	const longs = [0, 1].map(async i => api(`http://127.0.0.1:${draining.port}/slow?ms=3000&id=long-${i}`));
+	const longs = [0, 1].map(async i => api(url(draining.port, `/slow?ms=3000&id=long-${i}`)));
 	await draining.waitForLog('fixture request started', {count: 2});
 	// Bounded waits on the load's own progress, not on the clock.
-	const okAtLeast = async (n: number, what: string) => {
-		const until = Date.now() + 20_000;
-		while (ok < n) {
-			if (Date.now() > until) {
-				throw new Error(`${what}: only ${ok} requests succeeded within 20 s`);
-			}
-
-			// eslint-disable-next-line no-await-in-loop
-			await new Promise(resolve => setTimeout(resolve, 20));
-		}
-	};
+	const okAtLeast = async (n: number, what: string) => waitUntil(() => ok >= n, {timeout: 20_000, interval: 20, what: `${what}: ${n} requests succeeded`});
 
 	await okAtLeast(200, 'warm-up');
 
@@ -86,11 +79,7 @@ test('got with its default retry policy, retrying on the other pod, sees no fail
 	const okAtExit = ok;
 	// Until the clients have met the gone pod (refused, retried elsewhere) and carried on.
 	await okAtLeast(okAtExit + 100, 'after the exit');
-	const refusedAt = Date.now() + 10_000;
-	while ((retriedOn['ECONNREFUSED'] ?? 0) === 0 && Date.now() < refusedAt) {
-		// eslint-disable-next-line no-await-in-loop
-		await new Promise(resolve => setTimeout(resolve, 20));
-	}
+	await eventually(() => (retriedOn['ECONNREFUSED'] ?? 0) > 0, {timeout: 10_000, interval: 20});
 
 	stopped = true;
 	await Promise.all(clients);

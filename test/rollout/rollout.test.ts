@@ -1,10 +1,10 @@
 // A rolling update through a real load balancer (issue 4): HAProxy with active
 // health checks on /readyz in front of two graceful-cluster pods, steady
 // keep-alive load, SIGTERM to pod 1's primary, a replacement on the same port.
-// The harness (harness.ts) is shared with bench/rollout.js.
+// The harness (testkit/rollout.ts) is shared with bench/rollout.js.
 import test from 'ava';
+import {Cleanup, describe, HEALTH_CHECK, haproxyBinary, runRollout, SCENARIOS, type RunResult, type Scenario, type Variant} from '../../testkit/rollout.js';
 import {CLI, fixture, ROOT} from '../helpers/cluster.js';
-import {Cleanup, describe, HEALTH_CHECK, haproxyBinary, runRollout, SCENARIOS, type RunResult, type Scenario, type Variant} from './harness.js';
 
 const REJECT_PERIOD = '4s';
 // Longer than the detection time (at most fall x inter plus a check's latency).
