@@ -3,62 +3,267 @@
  *
  * Options come before the script; everything from the script on goes to the app
  * untouched (yargs' `halt-at-non-option`). Every option can also come from
- * `GRACEFUL_CLUSTER_<NAME>`; flags win. Pure apart from reading the environment
- * and checking the script exists, so it is unit-tested with plain arrays.
+ * `GRACEFUL_CLUSTER_<NAME>`; flags win (--help and --version are flags only).
+ * Every slip is a `UsageError` that names the flag or variable and what to write
+ * instead. Pure apart from reading the environment and looking at the script's
+ * path (and, for a directory, the entry file in it), so it is unit-tested with
+ * plain arrays.
  */
-import {statSync} from 'node:fs';
+import {readdirSync, readFileSync, statSync} from 'node:fs';
 import path from 'node:path';
 import yargs from 'yargs';
 import {UsageError} from './errors.js';
+import {EXIT_CODE_MEANINGS, ExitCode} from './exit-codes.js';
 import {LOG_LEVELS} from './logger.js';
 import type {PrimaryOptions} from './primary/index.js';
 import {defaultWorkerCount, type WorkerCount} from './primary/cpu.js';
 import {formatDuration} from './duration.js';
-import {
-	DEFAULT_SETTINGS, envName, parseDurationSetting, parsePath, parseRetryAfter, SETTING_FLAGS, type DrainSettings,
-} from './settings.js';
-import {checkTimeline} from './timeline.js';
+import {DEFAULT_SETTINGS, envName, parseDurationSetting, readSettings, SETTING_FLAGS} from './settings.js';
 
 export const USAGE = 'graceful-cluster [options] <script> [app args...]';
 const MAX_WORKERS = 1024;
+const ENV_PREFIX = 'GRACEFUL_CLUSTER';
 
 export type ParseResult =
 	| {readonly kind: 'run'; readonly options: PrimaryOptions; readonly workerCount: WorkerCount | undefined}
 	| {readonly kind: 'print'; readonly text: string};
 
+/** What an option's value is: the label `--help` shows, and how errors name it. */
+const VALUE_KINDS = {
+	number: 'a whole number',
+	duration: 'a duration (500ms, 20s, 2m or a number of seconds)',
+	seconds: 'a whole number of seconds',
+	path: 'a request path',
+	level: `a log level (${LOG_LEVELS.join(', ')})`,
+} as const;
+
+interface OptionSpec {
+	readonly kind: keyof typeof VALUE_KINDS;
+	readonly description: string;
+	readonly alias?: string;
+	/** Given to yargs; absent: the option's default is worked out later. */
+	readonly default?: string;
+	/** What `--help` shows as the default, when it is not `default` itself. */
+	readonly defaultText?: string;
+	/** A value to show in messages, when the default is not a good one. */
+	readonly example?: string;
+}
+
+/** Every option but --help and --version; each takes one value. */
+const OPTIONS: Readonly<Record<string, OptionSpec>> = {
+	workers: {alias: 'w', kind: 'number', example: '4', description: 'worker processes to run', defaultText: 'the container\'s CPU limit, rounded up, at most os.availableParallelism()'},
+	[SETTING_FLAGS.servePeriodMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.servePeriodMs), example: '30s', description: 'after the signal, keep serving new requests (with Connection: close) this long'},
+	[SETTING_FLAGS.rejectPeriodMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.rejectPeriodMs), description: 'then answer new requests 503 + Retry-After this long'},
+	[SETTING_FLAGS.gracePeriodMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.gracePeriodMs), description: 'hard deadline from the signal; workers still running are killed'},
+	[SETTING_FLAGS.retryAfterSeconds]: {kind: 'seconds', default: String(DEFAULT_SETTINGS.retryAfterSeconds), description: 'the Retry-After value of a drain 503'},
+	[SETTING_FLAGS.readinessPath]: {kind: 'path', default: DEFAULT_SETTINGS.readinessPath, description: 'readiness probe path: 200, then 503 from the signal on (\'\' turns it off)'},
+	[SETTING_FLAGS.livenessPath]: {kind: 'path', default: DEFAULT_SETTINGS.livenessPath, description: 'liveness probe path: 200 until exit (\'\' turns it off); not the readiness path'},
+	[SETTING_FLAGS.keepAliveTimeoutMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.keepAliveTimeoutMs), description: 'keep-alive timeout of the app\'s attached servers; keep it above the load balancer\'s idle timeout (ALB: 60s). 0 leaves the server\'s own'},
+	'listen-timeout': {kind: 'duration', default: '30s', description: 'a worker that has not listened by then counts as a failed start (0 = wait forever)'},
+	'max-start-failures': {kind: 'number', default: '5', description: 'failed starts in a row before giving up with exit code 6'},
+	'restart-delay': {kind: 'duration', default: '100ms', description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},
+	'max-restart-delay': {kind: 'duration', default: '15s', description: 'cap on the restart delay'},
+	'backoff-reset': {kind: 'duration', default: '30s', description: 'a worker that stays up this long starts its slot\'s restart delay over'},
+	'log-level': {kind: 'level', default: 'info', description: LOG_LEVELS.join(', ')},
+};
+
+/** The flags that take no value; yargs' `.env()` would read them from variables too. */
+const FLAG_ONLY: Readonly<Record<string, {readonly flag: string; readonly prints: 'help' | 'version'}>> = {
+	help: {flag: '--help', prints: 'help'},
+	h: {flag: '-h', prints: 'help'},
+	version: {flag: '--version', prints: 'version'},
+	v: {flag: '-v', prints: 'version'},
+};
+
+const helpWidth = (): number => Math.min(110, process.stdout.columns ?? 110);
+
+/** Word-wraps `text` to `width`, indenting the lines after the first by `indent`. */
+function hang(text: string, width: number, indent: number): string {
+	const lines: string[] = [];
+	let line = '';
+	for (const word of text.split(' ')) {
+		if (line !== '' && line.length + 1 + word.length > width) {
+			lines.push(line);
+			line = ' '.repeat(indent) + word;
+		} else {
+			line = line === '' ? word : `${line} ${word}`;
+		}
+	}
+
+	return [...lines, line].join('\n');
+}
+
+function exitCodeTable(width: number): string {
+	const names = Object.keys(ExitCode) as Array<keyof typeof ExitCode>;
+	const nameWidth = Math.max(...names.map(name => name.length));
+	const rows = names.map(name => {
+		const head = `${ExitCode[name]}  ${name.padEnd(nameWidth)}  `;
+		return hang(head + EXIT_CODE_MEANINGS[name], width, head.length);
+	});
+	return ['Exit codes:', ...rows].join('\n');
+}
+
 function parser(argv: readonly string[]) {
-	return yargs([...argv])
+	const width = helpWidth();
+	const options = Object.fromEntries(Object.entries(OPTIONS).map(([name, spec]) => [name, {
+		type: 'string' as const,
+		...(spec.alias === undefined ? {} : {alias: spec.alias}),
+		...(spec.default === undefined ? {} : {default: spec.default}),
+		// Types and defaults are ours (yargs would label every option [string]): see hide-types.
+		// (a no-break space keeps the two labels on one line when the text wraps)
+		description: `${spec.description}  [${spec.kind}]\u00A0[default: ${spec.defaultText ?? spec.default}]`,
+	}]));
+	const y = yargs([...argv])
 		.scriptName('graceful-cluster')
 		.usage(`${USAGE}\n\nRuns <script> in a cluster of workers and drains it without dropping a request on SIGTERM or SIGINT.`)
 		.parserConfiguration({'halt-at-non-option': true, 'parse-positional-numbers': false, 'unknown-options-as-args': false})
-		.env('GRACEFUL_CLUSTER')
+		.env(ENV_PREFIX)
 		.strict()
 		.exitProcess(false)
 		.fail((message, error) => {
 			throw error ?? new UsageError(message);
 		})
-		.options({
-			workers: {alias: 'w', type: 'string', description: 'worker processes to run [default: the container\'s CPU limit, rounded up, at most os.availableParallelism()]'},
-			[SETTING_FLAGS.servePeriodMs]: {type: 'string', default: formatDuration(DEFAULT_SETTINGS.servePeriodMs), description: 'after the signal, keep serving new requests (with Connection: close) this long'},
-			[SETTING_FLAGS.rejectPeriodMs]: {type: 'string', default: formatDuration(DEFAULT_SETTINGS.rejectPeriodMs), description: 'then answer new requests 503 + Retry-After this long'},
-			[SETTING_FLAGS.gracePeriodMs]: {type: 'string', default: formatDuration(DEFAULT_SETTINGS.gracePeriodMs), description: 'hard deadline from the signal; workers still running are killed'},
-			[SETTING_FLAGS.retryAfterSeconds]: {type: 'string', default: String(DEFAULT_SETTINGS.retryAfterSeconds), description: 'seconds, the Retry-After value of a drain 503'},
-			[SETTING_FLAGS.readinessPath]: {type: 'string', default: DEFAULT_SETTINGS.readinessPath, description: 'readiness probe path: 200, then 503 from the signal on (\'\' turns it off)'},
-			[SETTING_FLAGS.livenessPath]: {type: 'string', default: DEFAULT_SETTINGS.livenessPath, description: 'liveness probe path: 200 until exit (\'\' turns it off)'},
-			[SETTING_FLAGS.keepAliveTimeoutMs]: {type: 'string', default: formatDuration(DEFAULT_SETTINGS.keepAliveTimeoutMs), description: 'keep-alive timeout of the app\'s attached servers; keep it above the load balancer\'s idle timeout (ALB: 60s). 0 leaves the server\'s own'},
-			'listen-timeout': {type: 'string', default: '30s', description: 'a worker that has not listened by then counts as a failed start (0 = wait forever)'},
-			'max-start-failures': {type: 'string', default: '5', description: 'failed starts in a row before giving up with exit code 6'},
-			'restart-delay': {type: 'string', default: '100ms', description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},
-			'max-restart-delay': {type: 'string', default: '15s', description: 'cap on the restart delay'},
-			'backoff-reset': {type: 'string', default: '30s', description: 'a worker that stays up this long starts its slot\'s restart delay over'},
-			'log-level': {type: 'string', default: 'info', description: `${LOG_LEVELS.join(', ')}`},
-		})
-		.help()
+		.options(options)
+		.help('help', 'show this help and exit')
 		.alias('help', 'h')
 		.version()
 		.alias('version', 'v')
-		.epilog('Durations: 500ms, 20s, 2m or a bare number of seconds. Every option can be set as GRACEFUL_CLUSTER_<OPTION> (e.g. GRACEFUL_CLUSTER_REJECT_PERIOD=20s); flags win.\nDocs and exit codes: see README.md.')
-		.wrap(Math.min(110, process.stdout.columns ?? 110));
+		.describe('version', 'print the version and exit')
+		.epilog(`Durations: 500ms, 20s, 2m or a bare number of seconds. Every option can be set as ${ENV_PREFIX}_<OPTION> (e.g. ${ENV_PREFIX}_REJECT_PERIOD=20s); flags win. --help and --version are flags only. Docs: README.md.\n\n${exitCodeTable(width)}`)
+		.wrap(width);
+	// In yargs 18, missing from @types/yargs 17.
+	return (y as typeof y & {usageConfiguration(config: {'hide-types': boolean}): typeof y}).usageConfiguration({'hide-types': true});
+}
+
+/** A value option as written on the command line (`--workers`, `-w`), and its name. */
+const VALUE_SPELLINGS = new Map<string, string>(Object.entries(OPTIONS).flatMap(([name, spec]) => [
+	[`--${name}`, name] as const,
+	...(spec.alias === undefined ? [] : [[`-${spec.alias}`, name] as const]),
+]));
+
+interface Given {
+	readonly spelling: string;
+	readonly name: string;
+	readonly value: string;
+}
+
+/**
+ * Reads the options before the script the way yargs will, and fixes the one
+ * thing yargs-parser gets wrong for us: a value that starts with `-` (`-5s`,
+ * `-1`) after its option would be read as more flags ("Unknown arguments: 5, s").
+ * It becomes `--option=value`, so the option's own check names it. An option
+ * with no value after it at all is an error here.
+ */
+function scanOptions(argv: readonly string[]): {argv: string[]; given: Given[]} {
+	const out: string[] = [];
+	const given: Given[] = [];
+	for (let i = 0; i < argv.length; i++) {
+		const arg = argv[i]!;
+		const name = VALUE_SPELLINGS.get(arg);
+		if (name === undefined) {
+			out.push(arg);
+			if (arg === '--' || !arg.startsWith('-') || arg === '-') {
+				out.push(...argv.slice(i + 1)); // the script and the app's arguments
+				break;
+			}
+
+			continue;
+		}
+
+		const next = argv[i + 1];
+		if (next === undefined || next.startsWith('--') || VALUE_SPELLINGS.has(next) || Object.values(FLAG_ONLY).some(({flag}) => flag === next)) {
+			const spec = OPTIONS[name]!;
+			throw new UsageError(`${arg} (${envName(name)}) needs a value, ${VALUE_KINDS[spec.kind]}: write ${arg} ${spec.example ?? spec.default}, before the script.`);
+		}
+
+		if (next.startsWith('-')) {
+			out.push(`${arg}=${next}`);
+		} else {
+			out.push(arg, next);
+		}
+
+		given.push({spelling: arg, name, value: next});
+		i++;
+	}
+
+	return {argv: out, given};
+}
+
+const looksLikeScript = (value: string, cwd: string): boolean =>
+	/\.(?:[cm]?[jt]s|[jt]sx)$/i.test(value) || isFile(path.resolve(cwd, value));
+
+/** `-w app.mjs` with no script after it: the option took the script as its value. */
+function swallowedScript(given: readonly Given[], cwd: string): UsageError | undefined {
+	const swallowed = given.findLast(({value}) => looksLikeScript(value, cwd));
+	if (swallowed === undefined) {
+		return undefined;
+	}
+
+	const {spelling, name, value} = swallowed;
+	const spec = OPTIONS[name]!;
+	const long = spelling === `--${name}` ? spelling : `${spelling} (--${name})`;
+	return new UsageError(
+		`${long} takes ${VALUE_KINDS[spec.kind]}, but "${value}" after it looks like the script, so no script was given. `
+		+ `Give ${spelling} its value before the script: graceful-cluster ${spelling} ${spec.example ?? spec.default} ${value}, or leave ${spelling} out for its default.`,
+	);
+}
+
+function isFile(file: string): boolean {
+	try {
+		return statSync(file).isFile();
+	} catch {
+		return false;
+	}
+}
+
+function isDirectory(file: string): boolean {
+	try {
+		return statSync(file).isDirectory();
+	} catch {
+		return false;
+	}
+}
+
+const ENTRY_FILES = ['server.js', 'server.mjs', 'server.cjs', 'index.js', 'index.mjs', 'index.cjs', 'app.js', 'app.mjs', 'app.cjs', 'main.js'];
+
+/** The entry file a directory most likely has: its package.json's `main`, else a usual name. */
+function entryFileIn(dir: string): string | undefined {
+	try {
+		const main = (JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as {main?: unknown}).main;
+		if (typeof main === 'string' && isFile(path.join(dir, main))) {
+			return path.normalize(main);
+		}
+	} catch {}
+
+	let names: string[];
+	try {
+		names = readdirSync(dir);
+	} catch {
+		return undefined;
+	}
+
+	return ENTRY_FILES.find(name => names.includes(name));
+}
+
+/** The script's absolute path; a UsageError saying what to pass instead when it is missing or not a file. */
+function resolveScript(script: string | undefined, given: readonly Given[], cwd: string): string {
+	if (script === undefined) {
+		throw swallowedScript(given, cwd) ?? new UsageError(`No script given. Usage: ${USAGE}`);
+	}
+
+	const scriptPath = path.resolve(cwd, script);
+	if (isFile(scriptPath)) {
+		return scriptPath;
+	}
+
+	if (isDirectory(scriptPath)) {
+		const entry = entryFileIn(scriptPath);
+		const example = path.join(script, entry ?? 'server.js');
+		throw new UsageError(`Script ${script} is a directory: pass the app's entry file (e.g. ${example}${entry === undefined ? '' : ', which is in it'}).`);
+	}
+
+	throw swallowedScript(given, cwd)
+		?? new UsageError(`Script not found: ${script} (looked for ${scriptPath}). Pass the path of your server's entry file, after the options.`);
 }
 
 function positiveInt(flag: string, text: string, max: number): number {
@@ -93,9 +298,17 @@ function explainUnknown(error: unknown, argv: readonly string[]): unknown {
  */
 const SERVICE_LINK = /^GRACEFUL_CLUSTER_(?:\w+_)?(?:SERVICE_HOST|SERVICE_PORT(?:_\w+)?|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?)?)$/;
 
-/** Runs `fn` with the service-link variables out of the environment yargs reads. */
-function withoutServiceLinks<T>(fn: () => T): T {
-	const hidden = Object.entries(process.env).filter(([key]) => SERVICE_LINK.test(key));
+/**
+ * `GRACEFUL_CLUSTER_HELP`, `_VERSION` (or `_H`, `_V`): yargs' `.env()` would read
+ * them as --help/--version, and an entrypoint that prints its help and exits 0
+ * is a restart loop nobody notices.
+ */
+const flagOnlyVariable = (key: string): (typeof FLAG_ONLY)[string] | undefined =>
+	key.startsWith(`${ENV_PREFIX}_`) ? FLAG_ONLY[key.slice(ENV_PREFIX.length + 1).toLowerCase()] : undefined;
+
+/** Runs `fn` with the variables that are not options out of the environment yargs reads. */
+function withoutNonOptions<T>(fn: () => T): T {
+	const hidden = Object.entries(process.env).filter(([key]) => SERVICE_LINK.test(key) || flagOnlyVariable(key) !== undefined);
 	for (const [key] of hidden) {
 		delete process.env[key];
 	}
@@ -109,64 +322,56 @@ function withoutServiceLinks<T>(fn: () => T): T {
 	}
 }
 
+function checkFlagOnlyVariables(): void {
+	for (const [key, value] of Object.entries(process.env)) {
+		const flagOnly = flagOnlyVariable(key);
+		if (flagOnly !== undefined) {
+			const {flag, prints: what} = flagOnly;
+			throw new UsageError(
+				`${key} is set (to "${value}"), but ${flag} is a command-line flag, not an option a variable can set: `
+				+ `as "true" it makes graceful-cluster print its ${what} and exit 0 instead of starting the app. `
+				+ `Remove ${key} from the environment; run graceful-cluster ${flag} to see the ${what}.`,
+			);
+		}
+	}
+}
+
 export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseResult {
+	const scan = scanOptions(argv);
 	let output = '';
 	let parsed: Record<string, unknown>;
 	try {
-		parsed = withoutServiceLinks(() => parser(argv).parseSync(argv as string[], {}, (_error, _argv, text) => {
+		parsed = withoutNonOptions(() => parser(scan.argv).parseSync(scan.argv, {}, (_error, _argv, text) => {
 			output = text;
 		}) as Record<string, unknown>);
 	} catch (error) {
-		throw explainUnknown(error, argv);
+		throw swallowedScript(scan.given, cwd) ?? explainUnknown(error, argv);
 	}
 
 	if (parsed['help'] === true || parsed['version'] === true) {
 		return {kind: 'print', text: output};
 	}
 
+	checkFlagOnlyVariables();
+	const [script, ...args] = (parsed['_'] as unknown[]).map(String);
+	const scriptPath = resolveScript(script, scan.given, cwd);
 	const string = (key: string): string => String(parsed[key]);
-	const settings: DrainSettings = {
-		servePeriodMs: parseDurationSetting(SETTING_FLAGS.servePeriodMs, string(SETTING_FLAGS.servePeriodMs)),
-		rejectPeriodMs: parseDurationSetting(SETTING_FLAGS.rejectPeriodMs, string(SETTING_FLAGS.rejectPeriodMs)),
-		gracePeriodMs: parseDurationSetting(SETTING_FLAGS.gracePeriodMs, string(SETTING_FLAGS.gracePeriodMs)),
-		retryAfterSeconds: parseRetryAfter(SETTING_FLAGS.retryAfterSeconds, string(SETTING_FLAGS.retryAfterSeconds)),
-		readinessPath: parsePath(SETTING_FLAGS.readinessPath, string(SETTING_FLAGS.readinessPath)),
-		livenessPath: parsePath(SETTING_FLAGS.livenessPath, string(SETTING_FLAGS.livenessPath)),
-		keepAliveTimeoutMs: parseDurationSetting(SETTING_FLAGS.keepAliveTimeoutMs, string(SETTING_FLAGS.keepAliveTimeoutMs)),
-	};
-	checkTimeline(settings);
+	const settings = readSettings(flag => string(flag));
 	const logLevel = string('log-level');
 	if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
 		throw new UsageError(`--log-level (GRACEFUL_CLUSTER_LOG_LEVEL): "${logLevel}" is not a level. Use one of ${LOG_LEVELS.join(', ')}.`);
 	}
 
-	const positional = (parsed['_'] as unknown[]).map(String);
-	const [script, ...args] = positional;
-	if (script === undefined) {
-		throw new UsageError(`No script given. Usage: ${USAGE}`);
-	}
-
-	const scriptPath = path.resolve(cwd, script);
-	let isFile = false;
-	try {
-		isFile = statSync(scriptPath).isFile();
-	} catch {}
-
-	if (!isFile) {
-		throw new UsageError(`Script not found: ${script} (looked for ${scriptPath}). Pass the path of your server's entry file, after the options.`);
-	}
-
 	const workersText = parsed['workers'];
 	const workerCount = workersText === undefined ? defaultWorkerCount() : undefined;
 	const workers = workerCount ? workerCount.count : positiveInt('workers', String(workersText), MAX_WORKERS);
-	const listenTimeoutMs = parseDurationSetting('listen-timeout', string('listen-timeout'));
 	const options: PrimaryOptions = {
 		script: scriptPath,
 		args,
 		workers,
 		settings,
 		logLevel,
-		listenTimeoutMs,
+		listenTimeoutMs: parseDurationSetting('listen-timeout', string('listen-timeout')),
 		maxStartFailures: positiveInt('max-start-failures', string('max-start-failures'), 1000),
 		restartDelayMs: parseDurationSetting('restart-delay', string('restart-delay')),
 		maxRestartDelayMs: parseDurationSetting('max-restart-delay', string('max-restart-delay')),

@@ -26,3 +26,17 @@ export const ExitCode = {
 
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
+
+/**
+ * One line per code, for `--help`. README.md's exit-code table says the same
+ * (test/unit/docs.test.ts keeps the two in step).
+ */
+export const EXIT_CODE_MEANINGS: Readonly<Record<keyof typeof ExitCode, string>> = {
+	OK: 'every worker drained and exited on its own (also as PID 1: never 143)',
+	INTERNAL: 'a bug in graceful-cluster; please report it',
+	USAGE: 'bad flags, environment values, or a missing script; nothing was started',
+	DEADLINE: 'the grace period ran out; the workers left were killed',
+	SECOND_SIGNAL: 'a second SIGTERM/SIGINT during the drain; the workers were killed at once',
+	WORKER_LOST: 'a worker died during the drain without draining (a crash)',
+	START_FAILED: 'the app failed to start --max-start-failures times in a row (crashed before listening, or did not listen within --listen-timeout)',
+};

@@ -88,38 +88,67 @@ export function parsePath(flag: string, text: string): string {
 	return text;
 }
 
+/**
+ * The same path for both probes answers 503 from the first moment of a drain
+ * (readiness is checked first), so the liveness probe fails and the orchestrator
+ * restarts the process in the middle of its drain.
+ */
+export function checkProbePaths(settings: Pick<WorkerSettings, 'readinessPath' | 'livenessPath'>): void {
+	const {readinessPath, livenessPath} = settings;
+	if (readinessPath !== '' && readinessPath === livenessPath) {
+		throw new UsageError(
+			`${describe(SETTING_FLAGS.readinessPath)} and ${describe(SETTING_FLAGS.livenessPath)} are both "${readinessPath}": `
+			+ 'that path answers 503 from the first moment of a drain, so the liveness probe would fail and the process be restarted mid-drain. '
+			+ `Give them different paths (e.g. --readiness-path /readyz --liveness-path /livez), or '' to turn one off.`,
+		);
+	}
+}
+
+/** Where a setting's text comes from, by its flag: a variable or a parsed command line. `undefined`: the default. */
+export type SettingSource = (flag: string) => string | undefined;
+
 type Env = Record<string, string | undefined>;
 
-function reader(env: Env) {
+const fromEnv = (env: Env): SettingSource => flag => env[envName(flag)];
+
+function reader(source: SettingSource) {
 	return <T>(key: keyof DrainSettings, parse: (flag: string, text: string) => T): T => {
 		const flag = SETTING_FLAGS[key];
-		const text = env[envName(flag)];
+		const text = source(flag);
 		return text === undefined ? (DEFAULT_SETTINGS[key] as T) : parse(flag, text);
 	};
 }
 
-/** Reads the worker settings from `GRACEFUL_CLUSTER_*`; throws a `UsageError` naming a malformed variable. */
-export function workerSettingsFromEnv(env: Env): WorkerSettings {
-	const read = reader(env);
-	return {
+/** Parses and checks the worker settings; throws a `UsageError` naming a malformed one. */
+export function readWorkerSettings(source: SettingSource): WorkerSettings {
+	const read = reader(source);
+	const settings: WorkerSettings = {
 		retryAfterSeconds: read('retryAfterSeconds', parseRetryAfter),
 		readinessPath: read('readinessPath', parsePath),
 		livenessPath: read('livenessPath', parsePath),
 		keepAliveTimeoutMs: read('keepAliveTimeoutMs', parseDurationSetting),
 	};
+	checkProbePaths(settings);
+	return settings;
 }
 
-/** Reads every drain setting, the timeline included (standalone mode). */
-export function settingsFromEnv(env: Env): DrainSettings {
-	const read = reader(env);
+/** Parses and checks every drain setting, the timeline included: the CLI and standalone mode. */
+export function readSettings(source: SettingSource): DrainSettings {
+	const read = reader(source);
 	const timeline: Timeline = {
 		servePeriodMs: read('servePeriodMs', parseDurationSetting),
 		rejectPeriodMs: read('rejectPeriodMs', parseDurationSetting),
 		gracePeriodMs: read('gracePeriodMs', parseDurationSetting),
 	};
 	checkTimeline(timeline);
-	return {...timeline, ...workerSettingsFromEnv(env)};
+	return {...timeline, ...readWorkerSettings(source)};
 }
+
+/** Reads the worker settings from `GRACEFUL_CLUSTER_*`; throws a `UsageError` naming a malformed variable. */
+export const workerSettingsFromEnv = (env: Env): WorkerSettings => readWorkerSettings(fromEnv(env));
+
+/** Reads every drain setting, the timeline included (standalone mode). */
+export const settingsFromEnv = (env: Env): DrainSettings => readSettings(fromEnv(env));
 
 /** The environment the primary gives its workers, so both sides agree whatever the source was. */
 export function workerSettingsToEnv(settings: WorkerSettings): Record<string, string> {

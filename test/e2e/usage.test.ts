@@ -1,5 +1,6 @@
 // Bad input through the real CLI: exit 2 at once, a message naming the problem, nothing started.
 import test from 'ava';
+import {ExitCode} from '../../src/exit-codes.js';
 import {fixture, start} from '../helpers/cluster.js';
 
 const cases: Array<[string, string[], Record<string, string>, RegExp]> = [
@@ -10,6 +11,12 @@ const cases: Array<[string, string[], Record<string, string>, RegExp]> = [
 	['missing script', ['./nope/server.js'], {}, /Script not found: \.\/nope\/server\.js/],
 	['no script', [], {}, /No script given/],
 	['bad environment value', [fixture('app.mjs')], {GRACEFUL_CLUSTER_WORKERS: 'many'}, /--workers \(GRACEFUL_CLUSTER_WORKERS\): "many"/],
+	['readiness and liveness on one path', ['--readiness-path', '/health', '--liveness-path', '/health', fixture('app.mjs')], {}, /--readiness-path \(GRACEFUL_CLUSTER_READINESS_PATH\) and --liveness-path \(GRACEFUL_CLUSTER_LIVENESS_PATH\) are both "\/health".*Give them different paths/],
+	['GRACEFUL_CLUSTER_HELP in the environment', [fixture('app.mjs')], {GRACEFUL_CLUSTER_HELP: 'true'}, /GRACEFUL_CLUSTER_HELP is set \(to "true"\), but --help is a command-line flag.*Remove GRACEFUL_CLUSTER_HELP from the environment/],
+	['GRACEFUL_CLUSTER_VERSION in the environment', [fixture('app.mjs')], {GRACEFUL_CLUSTER_VERSION: '1.2.3'}, /GRACEFUL_CLUSTER_VERSION is set \(to "1\.2\.3"\), but --version is a command-line flag/],
+	['negative duration', ['--reject-period', '-5s', fixture('app.mjs')], {}, /--reject-period \(GRACEFUL_CLUSTER_REJECT_PERIOD\): "-5s" is not a duration\. A duration cannot be negative/],
+	['-w took the script', ['-w', fixture('app.mjs')], {}, /-w \(--workers\) takes a whole number, but ".*app\.mjs" after it looks like the script/],
+	['a directory as the script', ['examples/hello'], {}, /Script examples\/hello is a directory: pass the app's entry file \(e\.g\. examples\/hello\/server\.js, which is in it\)/],
 ];
 
 for (const [name, args, env, pattern] of cases) {
@@ -23,8 +30,14 @@ for (const [name, args, env, pattern] of cases) {
 	});
 }
 
-test('--help lists the options and exits 0', async t => {
+test('--help lists the options with their types and defaults, and the exit codes; exits 0', async t => {
 	const cli = start(t, ['--help']);
 	t.is((await cli.exited).code, 0);
-	t.regex(cli.text(), /--serve-period[\s\S]*--reject-period[\s\S]*--grace-period/);
+	const text = cli.text();
+	t.regex(text, /--serve-period[\s\S]*--reject-period[\s\S]*--grace-period/);
+	t.regex(text, /--reject-period .*\[duration\]\u00A0\[default: 20s\]/);
+	t.regex(text, /Exit codes:/);
+	for (const [name, code] of Object.entries(ExitCode)) {
+		t.regex(text, new RegExp(`^${code}  ${name} `, 'm'), name);
+	}
 });

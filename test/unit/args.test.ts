@@ -3,6 +3,7 @@ import test from 'ava';
 import path from 'node:path';
 import {parseArgs} from '../../src/args.js';
 import {UsageError} from '../../src/errors.js';
+import {ExitCode} from '../../src/exit-codes.js';
 import {ROOT} from '../helpers/cluster.js';
 
 const script = 'examples/hello/server.js';
@@ -35,6 +36,12 @@ function run(argv: string[], env: Record<string, string> = {}) {
 function usageError(t: import('ava').ExecutionContext, argv: string[], pattern: RegExp, env: Record<string, string> = {}) {
 	const error = t.throws(() => run(argv, env), {instanceOf: UsageError});
 	t.regex(error?.message ?? '', pattern);
+	return error?.message ?? '';
+}
+
+function help(): string {
+	const result = parseArgs(['--help'], ROOT);
+	return result.kind === 'print' ? result.text : '';
 }
 
 test.serial('defaults: the 20 s / 90 s timeline, probes, one worker per usable CPU', t => {
@@ -80,7 +87,7 @@ test.serial('bad input is a UsageError that names the flag and says what to do',
 	usageError(t, ['--log-level', 'loud', script], /--log-level.*one of/);
 	usageError(t, [], /No script given/);
 	usageError(t, ['./missing.js'], /Script not found: \.\/missing\.js/);
-	usageError(t, ['examples'], /Script not found/);
+	usageError(t, ['examples'], /Script examples is a directory: pass the app's entry file \(e\.g\. examples\/server\.js\)\.$/);
 	usageError(t, [script], /GRACEFUL_CLUSTER_REJECT_PERIOD.*"soon"/, {GRACEFUL_CLUSTER_REJECT_PERIOD: 'soon'});
 	usageError(t, [script], /Unknown environment variable GRACEFUL_CLUSTER_REJECT_PERIODS/, {GRACEFUL_CLUSTER_REJECT_PERIODS: '5s'});
 	usageError(t, ['-x', script], /Unknown argument: x\. Options go before the script/);
@@ -113,4 +120,82 @@ test.serial('--help and --version print instead of running', t => {
 	t.regex(help.kind === 'print' ? help.text : '', /--reject-period/);
 	const version = parseArgs(['--version'], ROOT);
 	t.regex(version.kind === 'print' ? version.text : '', /^\d+\.\d+\.\d+/);
+});
+
+test.serial('readiness and liveness on the same path: an error naming both, from flags or variables', t => {
+	const both = /^--readiness-path \(GRACEFUL_CLUSTER_READINESS_PATH\) and --liveness-path \(GRACEFUL_CLUSTER_LIVENESS_PATH\) are both "\/health": .*liveness probe would fail.*Give them different paths \(e\.g\. --readiness-path \/readyz --liveness-path \/livez\), or '' to turn one off\.$/;
+	usageError(t, ['--readiness-path', '/health', '--liveness-path', '/health', script], both);
+	usageError(t, [script], both, {GRACEFUL_CLUSTER_READINESS_PATH: '/health', GRACEFUL_CLUSTER_LIVENESS_PATH: '/health'});
+	usageError(t, ['--liveness-path', '/readyz', script], /both "\/readyz"/, {}); // against the other's default
+	t.like(run(['--readiness-path', '', '--liveness-path', '', script]).settings, {readinessPath: '', livenessPath: ''}, 'both off is fine');
+	t.like(run(['--readiness-path', '/health', '--liveness-path', '/live', script]).settings, {readinessPath: '/health', livenessPath: '/live'});
+});
+
+test.serial('GRACEFUL_CLUSTER_HELP / _VERSION (any value) are usage errors naming the variable; the flags still print', t => {
+	for (const [key, value, flag, what] of [
+		['GRACEFUL_CLUSTER_HELP', 'true', '--help', 'help'],
+		['GRACEFUL_CLUSTER_HELP', '1', '--help', 'help'],
+		['GRACEFUL_CLUSTER_VERSION', 'true', '--version', 'version'],
+		['GRACEFUL_CLUSTER_VERSION', '1.2.3', '--version', 'version'],
+		['GRACEFUL_CLUSTER_H', 'true', '-h', 'help'],
+		['GRACEFUL_CLUSTER_V', '', '-v', 'version'],
+	] as const) {
+		const message = usageError(t, [script], new RegExp(`^${key} is set \\(to "${value.replaceAll('.', '\\.')}"\\), but ${flag} is a command-line flag, not an option a variable can set`), {[key]: value});
+		t.true(message.includes(`print its ${what} and exit 0 instead of starting the app. Remove ${key} from the environment; run graceful-cluster ${flag} to see the ${what}.`), message);
+	}
+
+	process.env['GRACEFUL_CLUSTER_HELP'] = 'true';
+	try {
+		t.is(parseArgs(['--help'], ROOT).kind, 'print', 'an explicit flag still prints');
+		t.is(parseArgs(['-h'], ROOT).kind, 'print');
+		const version = parseArgs(['-v'], ROOT);
+		t.regex(version.kind === 'print' ? version.text : '', /^\d+\.\d+\.\d+/);
+	} finally {
+		delete process.env['GRACEFUL_CLUSTER_HELP'];
+	}
+});
+
+test.serial('values that start with "-" reach their option, which names itself and the value', t => {
+	usageError(t, ['--reject-period', '-5s', script], /^--reject-period \(GRACEFUL_CLUSTER_REJECT_PERIOD\): "-5s" is not a duration\. A duration cannot be negative\. Write it as 500ms, 20s, 2m or a number of seconds\.$/);
+	usageError(t, ['--grace-period', '-1', script], /^--grace-period \(GRACEFUL_CLUSTER_GRACE_PERIOD\): "-1" is not a duration\. A duration cannot be negative/);
+	usageError(t, ['--workers', '-1', script], /^--workers \(GRACEFUL_CLUSTER_WORKERS\): "-1" is not a whole number from 1 to 1024\.$/);
+	usageError(t, ['-w', '-2', script], /^--workers \(GRACEFUL_CLUSTER_WORKERS\): "-2" is not a whole number/);
+	usageError(t, ['--readiness-path', '-x', script], /^--readiness-path \(GRACEFUL_CLUSTER_READINESS_PATH\): "-x" is not a request path/);
+	t.is(run(['--liveness-path', '/-/live', script]).settings.livenessPath, '/-/live');
+	t.deepEqual(run(['-w', '2', script, '--delay', '-5s']).args, ['--delay', '-5s'], 'the app\'s arguments are untouched');
+});
+
+test.serial('an option with no value after it says so', t => {
+	usageError(t, ['--reject-period', '--grace-period', '5s', script], /^--reject-period \(GRACEFUL_CLUSTER_REJECT_PERIOD\) needs a value, a duration \(500ms, 20s, 2m or a number of seconds\): write --reject-period 20s, before the script\.$/);
+	usageError(t, ['-w'], /^-w \(GRACEFUL_CLUSTER_WORKERS\) needs a value, a whole number: write -w 4, before the script\.$/);
+	usageError(t, ['--readiness-path', '-h', script], /^--readiness-path .* needs a value, a request path/);
+});
+
+test.serial('an option that took the script as its value: it says which, and how to write it', t => {
+	const fix = /^-w \(--workers\) takes a whole number, but "examples\/hello\/server\.js" after it looks like the script, so no script was given\. Give -w its value before the script: graceful-cluster -w 4 examples\/hello\/server\.js, or leave -w out for its default\.$/;
+	usageError(t, ['-w', script], fix);
+	usageError(t, ['-w', script, '--port', '3000'], fix, {}); // yargs' "Unknown argument: port" otherwise
+	usageError(t, ['-w', 'app.mjs'], /^-w \(--workers\) takes a whole number, but "app\.mjs" after it looks like the script/);
+	usageError(t, ['--reject-period', 'server.js'], /^--reject-period takes a duration .*"server\.js" after it looks like the script.*graceful-cluster --reject-period 20s server\.js/);
+	usageError(t, ['-w', 'four'], /^No script given/, {});
+});
+
+test.serial('a directory as the script: pass its entry file, suggesting the one that is there', t => {
+	usageError(t, ['examples/hello'], /^Script examples\/hello is a directory: pass the app's entry file \(e\.g\. examples\/hello\/server\.js, which is in it\)\.$/);
+	usageError(t, ['examples/commonjs'], /\(e\.g\. examples\/commonjs\/server\.cjs, which is in it\)/);
+	usageError(t, ['test'], /^Script test is a directory: pass the app's entry file \(e\.g\. test\/server\.js\)\.$/);
+});
+
+test.serial('--help: a type and a default per option, and the exit codes', t => {
+	const text = help();
+	t.regex(text, /--reject-period +then answer new requests 503 \+ Retry-After this long +\[duration\]\u00A0\[default: 20s\]/);
+	t.regex(text, /--workers[^[]+\[number\]\u00A0\[default: the container's CPU limit/);
+	t.regex(text, /\[path\]\u00A0\[default: \/readyz\]/);
+	t.regex(text, /\[level\]\u00A0\[default: info\]/);
+	t.regex(text, /\[seconds\]\u00A0\[default: 1\]/);
+	t.false(text.includes('[string]'));
+	t.regex(text, /\nExit codes:\n0 {2}OK {13}every worker drained/);
+	for (const [name, code] of Object.entries(ExitCode)) {
+		t.regex(text, new RegExp(`^${code} {2}${name} +\\S`, 'm'), name);
+	}
 });

@@ -3,14 +3,16 @@ import test from 'ava';
 import {readFileSync} from 'node:fs';
 import path from 'node:path';
 import {parseArgs} from '../../src/args.js';
-import {ExitCode} from '../../src/exit-codes.js';
+import {EXIT_CODE_MEANINGS, ExitCode} from '../../src/exit-codes.js';
 import {ROOT} from '../helpers/cluster.js';
 
 const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
 
-test('every exit code is in the README table, with its name', t => {
+test('every exit code is in the README table, with its name and the meaning --help prints', t => {
 	for (const [name, code] of Object.entries(ExitCode)) {
-		t.regex(readme, new RegExp(`^\\| ${code} \\| \`${name}\` \\|`, 'm'), `${name} = ${code}`);
+		const row = new RegExp(`^\\| ${code} \\| \`${name}\` \\| (.+) \\|$`, 'm').exec(readme);
+		t.truthy(row, `${name} = ${code}`);
+		t.is(row?.[1]?.replaceAll('`', ''), EXIT_CODE_MEANINGS[name as keyof typeof ExitCode], `${name}: README.md and EXIT_CODE_MEANINGS say the same (backticks aside)`);
 	}
 });
 

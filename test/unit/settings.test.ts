@@ -58,3 +58,13 @@ test('settingsFromEnv names the bad variable', t => {
 	t.regex(error?.message ?? '', /GRACEFUL_CLUSTER_GRACE_PERIOD.*"never"/);
 	t.throws(() => settingsFromEnv({GRACEFUL_CLUSTER_REJECT_PERIOD: '95s'}), {message: /must be less than --grace-period/});
 });
+
+test('the worker helper refuses readiness and liveness on one path, as the CLI does (standalone mode included)', t => {
+	const env = {GRACEFUL_CLUSTER_READINESS_PATH: '/health', GRACEFUL_CLUSTER_LIVENESS_PATH: '/health'};
+	for (const read of [workerSettingsFromEnv, settingsFromEnv]) {
+		const error = t.throws(() => read(env), {instanceOf: UsageError});
+		t.regex(error?.message ?? '', /--readiness-path \(GRACEFUL_CLUSTER_READINESS_PATH\) and --liveness-path \(GRACEFUL_CLUSTER_LIVENESS_PATH\) are both "\/health".*Give them different paths/);
+	}
+
+	t.like(workerSettingsFromEnv({GRACEFUL_CLUSTER_READINESS_PATH: '', GRACEFUL_CLUSTER_LIVENESS_PATH: ''}), {readinessPath: '', livenessPath: ''});
+});
