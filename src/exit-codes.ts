@@ -16,7 +16,7 @@ export const ExitCode = {
 	USAGE: 2,
 	/** The grace period ran out; the workers left were killed with SIGKILL. */
 	DEADLINE: 3,
-	/** A second SIGTERM/SIGINT arrived during the drain; the workers were killed at once. */
+	/** A second SIGTERM/SIGINT/SIGQUIT arrived during the drain; the workers were killed at once. */
 	SECOND_SIGNAL: 4,
 	/** A worker died during the drain without reporting that it had drained. */
 	WORKER_LOST: 5,
@@ -36,7 +36,7 @@ export const EXIT_CODE_MEANINGS: Readonly<Record<keyof typeof ExitCode, string>>
 	INTERNAL: 'a bug in graceful-cluster; please report it',
 	USAGE: 'bad flags, environment values, or a missing script; nothing was started',
 	DEADLINE: 'the grace period ran out; the workers left were killed',
-	SECOND_SIGNAL: 'a second SIGTERM/SIGINT during the drain; the workers were killed at once',
+	SECOND_SIGNAL: 'a second SIGTERM/SIGINT/SIGQUIT during the drain; the workers were killed at once',
 	WORKER_LOST: 'a worker died during the drain without draining (a crash)',
 	START_FAILED: 'the app failed to start --max-start-failures times in a row (crashed before listening, or did not listen within --listen-timeout)',
 };
