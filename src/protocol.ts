@@ -34,6 +34,17 @@ export interface AttachedMessage {
 	readonly type: 'attached';
 }
 
+/**
+ * Worker -> primary: an attached server listens on `address` (a port number, or
+ * a unix socket's path). The primary compares these with every address the
+ * worker listens on, and warns about a server the app did not attach: its
+ * requests in flight would be cut at exit.
+ */
+export interface CoversMessage {
+	readonly type: 'covers';
+	readonly address: string;
+}
+
 /** Worker -> primary, during a drain, throttled: requests still running. */
 export interface InflightMessage {
 	readonly type: 'inflight';
@@ -51,7 +62,7 @@ export interface DrainedMessage {
 }
 
 export type ToWorker = DrainMessage | RetireMessage;
-export type ToPrimary = AttachedMessage | InflightMessage | DrainedMessage;
+export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | DrainedMessage;
 export type Message = ToWorker | ToPrimary;
 
 export function envelope(message: Message): Record<string, unknown> {
@@ -63,15 +74,21 @@ export type Parsed<T> =
 	| {readonly kind: 'foreign'}
 	| {readonly kind: 'invalid'; readonly reason: string};
 
-const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+type FieldKind = 'count' | 'text';
 
-/** Which fields each message must carry, all non-negative integers. */
-const FIELDS: Record<Message['type'], readonly string[]> = {
-	drain: ['servePeriodMs', 'rejectPeriodMs', 'gracePeriodMs'],
-	retire: ['lingerMs'],
-	attached: [],
-	inflight: ['inflight', 'served', 'rejected'],
-	drained: ['served', 'rejected', 'durationMs'],
+const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; readonly expected: string}> = {
+	count: {test: value => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0, expected: 'a non-negative integer'},
+	text: {test: value => typeof value === 'string' && value.length <= 4096, expected: 'a string of at most 4096 characters'},
+};
+
+/** Which fields each message must carry, and of what kind. */
+const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
+	drain: {servePeriodMs: 'count', rejectPeriodMs: 'count', gracePeriodMs: 'count'},
+	retire: {lingerMs: 'count'},
+	attached: {},
+	covers: {address: 'text'},
+	inflight: {inflight: 'count', served: 'count', rejected: 'count'},
+	drained: {served: 'count', rejected: 'count', durationMs: 'count'},
 };
 
 /**
@@ -98,9 +115,9 @@ export function parseMessage<T extends Message>(raw: unknown, accept: ReadonlyAr
 		return {kind: 'invalid', reason: `unexpected message type ${JSON.stringify(type)?.slice(0, 40)}`};
 	}
 
-	for (const field of FIELDS[type as Message['type']]) {
-		if (!isCount((body as Record<string, unknown>)[field])) {
-			return {kind: 'invalid', reason: `${type}.${field} is not a non-negative integer`};
+	for (const [field, kind] of Object.entries(FIELDS[type as Message['type']])) {
+		if (!CHECKS[kind].test((body as Record<string, unknown>)[field])) {
+			return {kind: 'invalid', reason: `${type}.${field} is not ${CHECKS[kind].expected}`};
 		}
 	}
 

@@ -18,7 +18,7 @@ import type {Logger} from '../logger.js';
 import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
-import type {KillReason, Role, WorkerRecord} from './worker-record.js';
+import {uncovered, type KillReason, type Role, type WorkerRecord} from './worker-record.js';
 
 export interface FleetOptions {
 	readonly script: string;
@@ -45,6 +45,11 @@ const MAX_INVALID_LOGS = 5;
  * guards against a platform that never says so.
  */
 const CHANNEL_CLOSE_WAIT_MS = 1000;
+/**
+ * How long after a worker starts listening we look for addresses no attached
+ * server covers: long enough for its `covers` reports to arrive.
+ */
+const COVERAGE_CHECK_MS = 1000;
 
 /** How an address reads in the log: `host:port`, or a unix socket's path. */
 export function formatAddress(address: Address): string {
@@ -62,6 +67,8 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	private readonly records = new Map<number, WorkerRecord>();
 	private readonly clock: Clock;
 	private invalidLogs = 0;
+	/** Uncovered addresses already warned about: once per address, not once per restart. */
+	private readonly warnedUncovered = new Set<string>();
 	/** Workers' output streams not yet ended: their last lines may still be in the pipes. */
 	private readonly pendingOutput = new Set<Promise<void>>();
 
@@ -72,6 +79,9 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			if (state.name === 'starting' || state.name === 'listening' || state.name === 'retiring') {
 				record.state = {...state, attached: true};
 			}
+		},
+		covers(record, message) {
+			record.covered.add(message.address);
 		},
 		inflight(record, message) {
 			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected};
@@ -110,6 +120,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			stderr: new LastLines(),
 			state: {name: 'starting', role, attached: false},
 			report: undefined,
+			covered: new Set(),
 		};
 		this.records.set(record.id, record);
 		this.forwardOutput(record);
@@ -239,6 +250,9 @@ export class Fleet extends EventEmitter<FleetEvents> {
 				// A second server of the app.
 				record.state = {...state, addresses: [...state.addresses, where]};
 				this.options.logger.info({worker: record.id, workerPid: record.pid, address: where}, 'worker listening');
+				this.clock.setTimeout(() => {
+					this.warnUncovered(record);
+				}, COVERAGE_CHECK_MS);
 				return;
 			}
 
@@ -248,6 +262,9 @@ export class Fleet extends EventEmitter<FleetEvents> {
 
 			record.state = {name: 'listening', role: state.role, attached: state.attached, addresses: [where]};
 			this.options.logger.info({worker: record.id, workerPid: record.pid, address: where}, 'worker listening');
+			this.clock.setTimeout(() => {
+				this.warnUncovered(record);
+			}, COVERAGE_CHECK_MS);
 			this.emit('listening', record);
 		});
 		handle.on('message', (raw: unknown) => {
@@ -272,8 +289,22 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		});
 	}
 
+	private warnUncovered(record: WorkerRecord): void {
+		const missing = uncovered(record);
+		if (missing.length === 0) {
+			this.options.logger.debug({worker: record.id}, 'every address of the worker is attached');
+		}
+
+		for (const address of missing) {
+			if (!this.warnedUncovered.has(address)) {
+				this.warnedUncovered.add(address);
+				this.options.logger.warn({worker: record.id, workerPid: record.pid, address}, 'a server listens on an address that no attach() covers: its requests in flight are cut when the worker exits. Call attach(server) for it too');
+			}
+		}
+	}
+
 	private onMessage(record: WorkerRecord, raw: unknown): void {
-		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'inflight', 'drained']);
+		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'covers', 'inflight', 'drained']);
 		switch (parsed.kind) {
 			case 'foreign': {
 				// The app's own process.send() traffic: not ours, not an error.

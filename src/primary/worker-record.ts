@@ -63,6 +63,24 @@ export interface WorkerRecord {
 	state: WorkerState;
 	/** Its last in-flight report (during a drain or a retire). */
 	report: InflightReport | undefined;
+	/** What its attached servers listen on (ports, socket paths), as it reported them. */
+	readonly covered: Set<string>;
+}
+
+/** The part of a logged address that a worker's attached server reports: the port, or a socket's path. */
+export function addressKey(address: string): string {
+	const port = /:(\d+)$/.exec(address);
+	return port && !address.startsWith('/') ? port[1]! : address;
+}
+
+/** Addresses the worker listens on that no attached server covers (an admin port the app did not attach). */
+export function uncovered(record: WorkerRecord): string[] {
+	const place = placeOf(record.state);
+	if (place.name !== 'listening' || !place.attached) {
+		return [];
+	}
+
+	return place.addresses.filter(address => !record.covered.has(addressKey(address)));
 }
 
 export const isGone = (record: WorkerRecord): boolean => record.state.name === 'gone';

@@ -68,6 +68,8 @@ export interface DrainHost {
 	progress(inflight: number, served: number, rejected: number): void;
 	/** The drain is over and the hooks ran: exit. */
 	finish(summary: DrainSummary): void;
+	/** An attached server listens on `address` (its port, or a socket's path). */
+	covers?(address: string): void;
 }
 
 export type ShutdownHook = () => unknown;
@@ -145,6 +147,18 @@ export class ProcessDrain {
 			},
 		});
 		this.filters.push(filter);
+		const covers = (): void => {
+			const address = server.address();
+			if (address) {
+				this.host?.covers?.(typeof address === 'string' ? address : String(address.port));
+			}
+		};
+
+		if (server.listening) {
+			covers();
+		}
+
+		server.on('listening', covers);
 		// Attached during a drain (a second server, or an app that was still
 		// starting): it joins in the current phase.
 		filter.setMode(modeFor(this.phase.name));

@@ -86,6 +86,9 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		progress(inflight, served, rejected) {
 			channel.send({type: 'inflight', inflight, served, rejected});
 		},
+		covers(address) {
+			channel.send({type: 'covers', address});
+		},
 		finish(summary) {
 			logger.info(summary, 'worker drained');
 			// Exit only once the primary has the message: it tells a drained worker
