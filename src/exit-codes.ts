@@ -37,6 +37,6 @@ export const EXIT_CODE_MEANINGS: Readonly<Record<keyof typeof ExitCode, string>>
 	USAGE: 'bad flags, environment values, or a missing script; nothing was started',
 	DEADLINE: 'the grace period ran out; the workers left were killed',
 	SECOND_SIGNAL: 'a second SIGTERM/SIGINT/SIGQUIT during the drain; the workers were killed at once',
-	WORKER_LOST: 'a worker died during the drain without draining (a crash)',
+	WORKER_LOST: 'a worker died during the drain without draining (a crash) while it still had requests to serve; an exit during its shutdown hooks does not count',
 	START_FAILED: 'the app failed to start --max-start-failures times in a row (crashed before listening, or did not listen within --listen-timeout)',
 };

@@ -53,6 +53,18 @@ export interface InflightMessage {
 	readonly rejected: number;
 }
 
+/**
+ * Worker -> primary: every request is done; the app's shutdown hooks run next.
+ * Sent, and acknowledged, before the first hook runs: a hook that ends with
+ * `process.exit()` (close the pool, exit) then leaves a worker the primary
+ * knows was done serving, not a lost one.
+ */
+export interface HooksMessage {
+	readonly type: 'hooks';
+	readonly served: number;
+	readonly rejected: number;
+}
+
 /** Worker -> primary: nothing in flight, hooks ran, about to exit 0. */
 export interface DrainedMessage {
 	readonly type: 'drained';
@@ -62,7 +74,7 @@ export interface DrainedMessage {
 }
 
 export type ToWorker = DrainMessage | RetireMessage;
-export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | DrainedMessage;
+export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | HooksMessage | DrainedMessage;
 export type Message = ToWorker | ToPrimary;
 
 export function envelope(message: Message): Record<string, unknown> {
@@ -88,6 +100,7 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	attached: {},
 	covers: {address: 'text'},
 	inflight: {inflight: 'count', served: 'count', rejected: 'count'},
+	hooks: {served: 'count', rejected: 'count'},
 	drained: {served: 'count', rejected: 'count', durationMs: 'count'},
 };
 

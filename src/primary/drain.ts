@@ -25,9 +25,12 @@ const PROGRESS_INTERVAL_MS = 1000;
 export const KILL_WAIT_MS = 2000;
 
 /**
- * Left as planned during a drain: it said it drained, or it had no helper and
- * exited with code 0 after we disconnected it. A worker started before the
- * drain that crashed earlier does not count against this drain.
+ * Left as planned during a drain: it said it drained; or it exited on its own
+ * while its shutdown hooks ran, every request done (a hook's `process.exit()`,
+ * whatever the code: the supervisor logs a non-zero one as a failed hook); or
+ * it had no helper and exited with code 0 after we disconnected it. A worker
+ * started before the drain that crashed earlier does not count against this
+ * drain.
  */
 export function leftCleanly(record: WorkerRecord): boolean {
 	const {state} = record;
@@ -35,7 +38,8 @@ export function leftCleanly(record: WorkerRecord): boolean {
 		return true;
 	}
 
-	if (lastLive(state).name === 'drained') {
+	const last = lastLive(state).name;
+	if (last === 'drained' || (last === 'hooks' && killReason(state) === undefined)) {
 		return true;
 	}
 

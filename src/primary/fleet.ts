@@ -86,14 +86,29 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		inflight(record, message) {
 			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected};
 		},
+		hooks(record, message) {
+			const {state} = record;
+			const summary = {served: message.served, rejected: message.rejected};
+			record.report = {inflight: 0, ...summary};
+			if (state.name === 'starting' || state.name === 'listening' || state.name === 'retiring') {
+				record.state = {name: 'hooks', summary, from: state};
+			} else if (state.name === 'gone' && (state.last.name === 'starting' || state.last.name === 'listening' || state.last.name === 'retiring')) {
+				// Read after the exit: it still counts (see worker-record.ts).
+				record.state = {...state, last: {name: 'hooks', summary, from: state.last}};
+			}
+		},
 		drained(record, message) {
 			const {state} = record;
+			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs};
 			record.report = {inflight: 0, served: message.served, rejected: message.rejected};
 			if (state.name === 'starting' || state.name === 'listening' || state.name === 'retiring') {
-				record.state = {name: 'drained', summary: {served: message.served, rejected: message.rejected, durationMs: message.durationMs}, from: state};
+				record.state = {name: 'drained', summary, from: state};
+			} else if (state.name === 'hooks') {
+				record.state = {name: 'drained', summary, from: state.from};
 			} else if (state.name === 'gone' && state.last.name !== 'killed' && state.last.name !== 'drained') {
 				// Read after the exit: it still counts (see worker-record.ts).
-				record.state = {...state, last: {name: 'drained', summary: {served: message.served, rejected: message.rejected, durationMs: message.durationMs}, from: state.last}};
+				const from = state.last.name === 'hooks' ? state.last.from : state.last;
+				record.state = {...state, last: {name: 'drained', summary, from}};
 			}
 		},
 	};
@@ -304,7 +319,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	private onMessage(record: WorkerRecord, raw: unknown): void {
-		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'covers', 'inflight', 'drained']);
+		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'covers', 'inflight', 'hooks', 'drained']);
 		switch (parsed.kind) {
 			case 'foreign': {
 				// The app's own process.send() traffic: not ours, not an error.

@@ -115,7 +115,9 @@ export class Supervisor {
 		const role = roleOf(state);
 		const killedFor = killReason(state);
 		const uptimeMs = Math.round(this.clock.now() - record.startedAt);
-		const crashed = last.name !== 'drained' && role === 'member';
+		// An exit during the shutdown hooks comes after every request was done:
+		// planned, though a non-zero code means a hook failed.
+		const crashed = last.name !== 'drained' && last.name !== 'hooks' && role === 'member';
 		const log = {
 			worker: record.id,
 			workerPid: record.pid,
@@ -127,6 +129,10 @@ export class Supervisor {
 			...(record.report ? {inflight: record.report.inflight} : {}),
 			...(killedFor ? {killedFor} : {}),
 		};
+		if (last.name === 'hooks' && killedFor === undefined && (state.code !== 0 || state.signal !== null)) {
+			this.logger.error({worker: record.id, workerPid: record.pid, code: state.code, signal: state.signal}, 'a shutdown hook exited the worker with a failure');
+		}
+
 		if (crashed && this.mode === 'running') {
 			this.logger.error(log, 'worker exited');
 		} else {

@@ -3,7 +3,7 @@
  *
  *   starting ─listen─▶ listening ──────────────────────────────▶ gone
  *       │                 │  (reload) ─▶ retiring ─────────────▶ gone
- *       │                 │  (drain)  ─▶ drained ──────────────▶ gone
+ *       │                 │  (drain)  ─▶ [hooks ─▶] drained ───▶ gone
  *       └─────────────────┴─ (we SIGKILL it) ─▶ killed ────────▶ gone
  *
  * Its place in the fleet (a member, or a reload's candidate not yet promoted)
@@ -36,6 +36,12 @@ export type PlacedState =
 
 export type LiveState =
 	| PlacedState
+	/**
+	 * Said its requests are all done and the app's shutdown hooks are running.
+	 * An exit from here is the hooks' own (`process.exit()` in a hook): not a
+	 * lost worker, whatever the code.
+	 */
+	| {readonly name: 'hooks'; readonly summary: HooksSummary; readonly from: PlacedState}
 	/** Said it drained (requests done, hooks ran); about to exit 0. */
 	| {readonly name: 'drained'; readonly summary: DrainSummary; readonly from: PlacedState}
 	/** We sent it SIGKILL; waiting for it to be gone. */
@@ -44,6 +50,11 @@ export type LiveState =
 export type WorkerState =
 	| LiveState
 	| {readonly name: 'gone'; readonly code: number | null; readonly signal: string | null; readonly last: LiveState};
+
+export interface HooksSummary {
+	readonly served: number;
+	readonly rejected: number;
+}
 
 export interface InflightReport {
 	readonly inflight: number;
@@ -94,7 +105,7 @@ export function lastLive(state: WorkerState): Exclude<LiveState, {name: 'killed'
 /** Where it stood in the fleet, through a kill or a drain. */
 export function placeOf(state: WorkerState): PlacedState {
 	const live = lastLive(state);
-	return live.name === 'drained' ? live.from : live;
+	return live.name === 'drained' || live.name === 'hooks' ? live.from : live;
 }
 
 /** Why we killed it, if we did. */

@@ -9,13 +9,19 @@
  *    flight; instead the worker waits for the primary's drain message.
  * 2. Open the IPC channel that `attach()` uses, so a drain that arrives while the
  *    app is still starting is not lost.
+ * 3. Hold the app's own SIGTERM/SIGINT listeners (signal-listeners.ts), so that
+ *    its hand-written shutdown runs after the drain instead of against it.
  *
  * A worker whose app never calls `attach()` still gets a basic drain: the primary
- * disconnects it when the reject phase ends and kills it at the deadline.
+ * disconnects it when the reject phase ends and kills it at the deadline. Its
+ * held signal listeners run at that disconnect: listening has stopped, and
+ * their usual `server.close(callback)` waits for the connections still open.
  */
 import cluster from 'node:cluster';
 import {createLogger} from '../logger.js';
 import {openChannel} from './channel.js';
+import {asHooks, holdSignalListeners} from './signal-listeners.js';
+import {blockOutput} from './stdio.js';
 
 // `child_process.fork()` copies `execArgv`, so the app's own children would load
 // this file too and then ignore SIGTERM; take it out of what they inherit.
@@ -30,12 +36,21 @@ if (cluster.isWorker && cluster.worker) {
 	const workerId = cluster.worker.id;
 	const logger = createLogger({role: 'worker', level: process.env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info', workerId});
 
-	openChannel(workerId, reason => {
+	const channel = openChannel(workerId, reason => {
 		logger.warn({reason}, 'ignored a malformed graceful-cluster message from the primary');
 	});
+	// From the drain on, what the worker prints must reach the primary even if
+	// the app exits right after printing it (stdio.ts).
+	channel.listeners.add(() => {
+		blockOutput();
+	});
 
+	// Ours go on before the app's are held.
 	const onSignal = (signal: NodeJS.Signals): void => {
 		logger.info({signal}, 'signal received by the worker; waiting for the primary to drain it');
+		if (signal !== 'SIGHUP') {
+			held.received ??= signal;
+		}
 	};
 
 	process.on('SIGTERM', onSignal);
@@ -43,4 +58,26 @@ if (cluster.isWorker && cluster.worker) {
 	// A hangup to the process group (terminal closed, `kill -HUP -<pgid>`) reaches
 	// the workers too; only the primary acts on it (a reload).
 	process.on('SIGHUP', onSignal);
+	const held = holdSignalListeners({takeExisting: false});
+
+	// The primary disconnects a worker whose app never attached when the reject
+	// phase ends (its basic drain). Nothing else here knows its requests, so the
+	// app's own shutdown runs then; `attach()` takes the listeners over otherwise.
+	process.on('disconnect', () => {
+		if (held.owner !== 'bootstrap' || channel.drain === undefined) {
+			return;
+		}
+
+		void (async () => {
+			for (const hook of asHooks(held)) {
+				try {
+					logger.info({hook: hook.name}, 'running the app\'s signal listener');
+					// eslint-disable-next-line no-await-in-loop
+					await hook.run();
+				} catch (error) {
+					logger.error({err: error, hook: hook.name}, 'a shutdown hook failed; running the rest');
+				}
+			}
+		})();
+	});
 }

@@ -7,8 +7,13 @@
  *
  * `serve` and `reject` are timed from the drain's start; `closing` (listening
  * stopped, idle connections closed) lasts until nothing is in flight; `hooks`
- * runs the app's shutdown functions; `done` hands over to the host (cluster:
- * tell the primary and exit; standalone: exit).
+ * runs the app's shutdown functions, then the app's own SIGTERM/SIGINT
+ * listeners that graceful-cluster held (signal-listeners.ts); `done` hands over
+ * to the host (cluster: tell the primary and exit; standalone: exit).
+ *
+ * Hooks are where a drain hangs unseen (a pool that never closes), so they are
+ * logged: when they start, once per hook still running after a second, and once
+ * if any is still running as the deadline nears.
  */
 import type {IncomingMessage, Server} from 'node:http';
 import net from 'node:net';
@@ -66,6 +71,12 @@ export interface DrainSummary {
 export interface DrainHost {
 	/** Called about four times a second during a drain with the current counts. */
 	progress(inflight: number, served: number, rejected: number): void;
+	/**
+	 * Every request is done and there are hooks to run: they start when the host
+	 * calls `proceed`. Under the primary, once the primary has read so, so that a
+	 * hook's `process.exit()` cannot leave it thinking requests were lost.
+	 */
+	hooksStarting(served: number, rejected: number, proceed: () => void): void;
 	/** The drain is over and the hooks ran: exit. */
 	finish(summary: DrainSummary): void;
 	/** An attached server listens on `address` (its port, or a socket's path). */
@@ -74,15 +85,34 @@ export interface DrainHost {
 
 export type ShutdownHook = () => unknown;
 
+/** A hook as the drain runs it: the app's `onShutdown()` functions, then its held signal listeners. */
+export interface NamedHook {
+	/** For the log: the function's name, or what it is when it has none. */
+	readonly name: string;
+	readonly run: () => unknown;
+}
+
 const REPORT_INTERVAL_MS = 250;
 const SUMMARY_INTERVAL_MS = 1000;
+/** A hook still running after this long gets a line of its own. */
+export const SLOW_HOOK_MS = 1000;
+/**
+ * Warn when hooks still run this long before the deadline, or halfway from
+ * their start to it if that is later, so the log says which hook the kill will
+ * interrupt while there is still time to look.
+ */
+export const HOOK_DEADLINE_WARNING_MS = 5000;
 
 export class ProcessDrain {
 	private phase: Phase = {name: 'serving'};
 	private readonly filters: RequestFilter[] = [];
 	private readonly hooks: ShutdownHook[] = [];
+	/** Run after `hooks`: read when the hooks start, so listeners added late still count. */
+	private lastHooks: () => readonly NamedHook[] = () => [];
 	private readonly timers: TimerGroup;
 	private startedAt = 0;
+	/** `clock.now()` at which the deadline kills this process; unknown in a retire. */
+	private deadlineAt: number | undefined;
 	private rejectedAtLastSummary = 0;
 	private host: DrainHost | undefined;
 
@@ -182,6 +212,11 @@ export class ProcessDrain {
 		this.hooks.push(hook);
 	}
 
+	/** Hooks to run after the app's `onShutdown()` ones (its held signal listeners). */
+	setLastHooks(source: () => readonly NamedHook[]): void {
+		this.lastHooks = source;
+	}
+
 	/**
 	 * Starts the drain on what is left of the timeline (`remaining()` of
 	 * timeline.ts: a drain that starts late keeps the original moments).
@@ -194,6 +229,7 @@ export class ProcessDrain {
 
 		const now = this.clock.now();
 		this.startedAt = now;
+		this.deadlineAt = now + timeline.gracePeriodMs;
 		this.logger.info({
 			servePeriodMs: timeline.servePeriodMs,
 			rejectPeriodMs: timeline.rejectPeriodMs,
@@ -280,7 +316,7 @@ export class ProcessDrain {
 			}
 
 			case 'hooks': {
-				void this.runHooks();
+				this.runHooks();
 				break;
 			}
 
@@ -366,16 +402,51 @@ export class ProcessDrain {
 		}
 	}
 
-	private async runHooks(): Promise<void> {
-		for (const hook of this.hooks) {
-			try {
-				// eslint-disable-next-line no-await-in-loop
-				await hook();
-			} catch (error) {
-				this.logger.error({err: error}, 'a shutdown hook failed; running the rest');
-			}
+	private runHooks(): void {
+		const hooks: NamedHook[] = [
+			...this.hooks.map((hook, index) => ({name: hook.name || `onShutdown hook ${index + 1}`, run: hook})),
+			...this.lastHooks(),
+		];
+		if (hooks.length === 0) {
+			this.enter({name: 'done'});
+		} else if (this.host) {
+			this.host.hooksStarting(this.served, this.rejected, () => {
+				void this.runHookList(hooks);
+			});
+		} else {
+			void this.runHookList(hooks);
+		}
+	}
+
+	private async runHookList(hooks: readonly NamedHook[]): Promise<void> {
+		this.logger.info({hooks: hooks.map(hook => hook.name)}, 'running shutdown hooks');
+		let running: NamedHook | undefined;
+		if (this.deadlineAt !== undefined) {
+			const left = this.deadlineAt - this.clock.now();
+			this.timers.timeout(() => {
+				if (running) {
+					this.logger.warn({hook: running.name, deadlineInMs: Math.max(0, Math.round(this.deadlineAt! - this.clock.now()))}, 'shutdown hooks still running as the deadline nears');
+				}
+			}, Math.max(left - HOOK_DEADLINE_WARNING_MS, left / 2));
 		}
 
+		for (const hook of hooks) {
+			running = hook;
+			const startedAt = this.clock.now();
+			const slow = this.timers.timeout(() => {
+				this.logger.warn({hook: hook.name, runningForMs: Math.round(this.clock.now() - startedAt)}, 'a shutdown hook is taking more than a second');
+			}, SLOW_HOOK_MS);
+			try {
+				// eslint-disable-next-line no-await-in-loop
+				await hook.run();
+			} catch (error) {
+				this.logger.error({err: error, hook: hook.name}, 'a shutdown hook failed; running the rest');
+			}
+
+			this.timers.clear(slow);
+		}
+
+		running = undefined;
 		this.enter({name: 'done'});
 	}
 

@@ -16,6 +16,8 @@ import {UsageError} from '../errors.js';
 import {isDuplicateSignal, remaining, type Timeline} from '../timeline.js';
 import {getChannel, type WorkerChannel} from './channel.js';
 import {ProcessDrain, type PhaseName, type ShutdownHook} from './drain.js';
+import {asHooks, getSignalListeners, holdSignalListeners} from './signal-listeners.js';
+import {blockOutput, flushOutput} from './stdio.js';
 
 export type {PhaseName, ShutdownHook} from './drain.js';
 
@@ -24,7 +26,9 @@ export interface GracefulHandle {
 	 * Registers a function to run once the drain has finished every request, before
 	 * the process exits: close database pools, flush queues. Hooks run one after
 	 * another in the order registered; a hook that throws is logged and the rest
-	 * still run. They must finish before the grace period ends.
+	 * still run. They must finish before the grace period ends. A hook may end
+	 * the process itself (`process.exit(0)`): the drain is still clean. The app's
+	 * own `process.on('SIGTERM' | 'SIGINT')` listeners run after these, once each.
 	 */
 	onShutdown(hook: ShutdownHook): GracefulHandle;
 	/**
@@ -82,6 +86,13 @@ function setUp(): ProcessDrain {
 }
 
 function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger): void {
+	// The bootstrap holds the app's signal listeners; they are our last hooks now.
+	const held = getSignalListeners();
+	if (held) {
+		held.owner = 'attach';
+		drain.setLastHooks(() => asHooks(held));
+	}
+
 	drain.setHost({
 		progress(inflight, served, rejected) {
 			channel.send({type: 'inflight', inflight, served, rejected});
@@ -89,11 +100,18 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		covers(address) {
 			channel.send({type: 'covers', address});
 		},
+		hooksStarting(served, rejected, proceed) {
+			// Acknowledged before the first hook: a hook's process.exit() cannot
+			// overtake it, so the primary knows no request was lost.
+			channel.send({type: 'hooks', served, rejected}, proceed);
+		},
 		finish(summary) {
-			logger.info(summary, 'worker drained');
-			// Exit only once the primary has the message: it tells a drained worker
-			// from one that crashed by this message alone.
-			channel.send({type: 'drained', ...summary}, () => process.exit(ExitCode.OK));
+			void flushOutput().then(() => {
+				logger.info(summary, 'worker drained');
+				// Exit only once the primary has the message: it tells a drained worker
+				// from one that crashed by this message alone.
+				channel.send({type: 'drained', ...summary}, () => process.exit(ExitCode.OK));
+			});
 		},
 	});
 	channel.send({type: 'attached'});
@@ -114,6 +132,11 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 }
 
 function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline): void {
+	// The app's SIGTERM/SIGINT listeners, those already there and those to come,
+	// run as the last hooks instead of at the signal.
+	const held = holdSignalListeners({takeExisting: true});
+	held.owner = 'attach';
+	drain.setLastHooks(() => asHooks(held));
 	let lastProgressLog = 0;
 	drain.setHost({
 		progress(inflight) {
@@ -123,9 +146,15 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
 				logger.info({inflight}, 'drain progress');
 			}
 		},
+		hooksStarting(_served, _rejected, proceed) {
+			// Alone, nobody needs telling.
+			proceed();
+		},
 		finish(summary) {
-			logger.info({...summary, outcome: 'clean'}, 'drain finished');
-			process.exit(ExitCode.OK);
+			void flushOutput().then(() => {
+				logger.info({...summary, outcome: 'clean'}, 'drain finished');
+				process.exit(ExitCode.OK);
+			});
 		},
 	});
 	/** When the first signal came; undefined until then. */
@@ -145,6 +174,8 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
 		}
 
 		signalledAt = performance.now();
+		held.received ??= signal;
+		blockOutput();
 		logger.info({signal}, 'signal received');
 		// The deadline goes first: if the app blocks the event loop later, it is
 		// still there when the loop comes back.
@@ -155,8 +186,8 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
 		drain.begin(timeline);
 	};
 
-	process.on('SIGTERM', onSignal);
-	process.on('SIGINT', onSignal);
+	held.listenOurselves('SIGTERM', onSignal);
+	held.listenOurselves('SIGINT', onSignal);
 }
 
 /**

@@ -139,6 +139,43 @@ test('drain: an attached worker that exits without saying it drained is lost -> 
 	t.like(p.line('drain finished'), {outcome: 'forced', exitCode: 5, lost: [{worker: a!.id, killedFor: null}]});
 });
 
+test('drain: a worker that exits with 0 from its shutdown hooks (after saying so) is clean -> exit 0', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'hooks', served: 4, rejected: 1}).exit(0);
+	b!.drained().exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'clean', exitCode: 0, served: 4, rejected: 1});
+	t.like(p.lines.find(line => line.msg === 'worker exited' && line['worker'] === a!.id), {level: 'info', state: 'hooks', code: 0});
+	t.is(p.line('a shutdown hook exited the worker with a failure'), undefined);
+});
+
+test('drain: a non-zero exit from the shutdown hooks is logged as a failed hook with its code, not a lost worker', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'hooks', served: 0, rejected: 0}).exit(3);
+	b!.drained().exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('a shutdown hook exited the worker with a failure'), {level: 'error', worker: a!.id, code: 3});
+	t.like(p.line('drain finished'), {outcome: 'clean'});
+	t.is(p.line('drain finished')!['lost'], undefined);
+});
+
+test('drain: a worker still in its hooks at the deadline is killed -> exit 3, listed as lost', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'hooks', served: 0, rejected: 0});
+	p.clock.advance(TIMELINE.gracePeriodMs);
+	t.deepEqual(a!.signals, ['SIGKILL']);
+	a!.exit(null, 'SIGKILL');
+	t.is(await p.done, ExitCode.DEADLINE);
+	t.like(p.line('drain finished'), {lost: [{worker: a!.id, killedFor: 'deadline'}]});
+	t.is(p.line('a shutdown hook exited the worker with a failure'), undefined);
+});
+
 test('drain: a worker without the helper is disconnected when the reject phase ends; exit 0 after it is clean', async t => {
 	const p = primary({workers: 1});
 	const [a] = p.cluster.workers;

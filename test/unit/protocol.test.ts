@@ -1,7 +1,7 @@
 import test from 'ava';
 import {envelope, parseMessage, PROTOCOL_VERSION, type ToPrimary} from '../../src/protocol.js';
 
-const toPrimary = ['attached', 'inflight', 'drained'] as const;
+const toPrimary = ['attached', 'inflight', 'hooks', 'drained'] as const;
 
 test('our messages round-trip through the envelope', t => {
 	const message = {type: 'inflight', inflight: 3, served: 10, rejected: 2} as const;

@@ -29,6 +29,9 @@ async function rig(t: import('ava').ExecutionContext, {listen = false} = {}) {
 		progress(inflight) {
 			reports.push(inflight);
 		},
+		hooksStarting(_served: number, _rejected: number, proceed: () => void) {
+			proceed();
+		},
 		finish(summary) {
 			finished.push(summary);
 			resolveFinished();
@@ -79,7 +82,7 @@ test('serve -> reject -> closing -> hooks -> done, each at its moment', async t 
 	t.is(r.drain.phaseName, 'done');
 	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, rejected: 0}]);
 	t.is(r.clock.waiting, 0, 'every timer cleared');
-	t.deepEqual(r.messages().filter(message => message !== 'rejected requests while draining'), ['drain started', 'rejecting new requests', 'stopped listening; waiting for requests in flight']);
+	t.deepEqual(r.messages().filter(message => message !== 'rejected requests while draining'), ['drain started', 'rejecting new requests', 'stopped listening; waiting for requests in flight', 'running shutdown hooks']);
 	t.like(r.lines[0], {servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: 10_000});
 });
 
@@ -153,4 +156,89 @@ test('a server attached in the middle of a drain joins in the current phase', as
 	t.true(late.listening, 'still listening in the reject phase');
 	r.clock.advance(1000);
 	t.false(late.listening, 'stops with the others');
+});
+
+test('hooks are visible: a line when they start, one per hook past a second (by name), a warning as the deadline nears', async t => {
+	const r = await rig(t);
+	let release!: () => void;
+	r.drain.addHook(async function closeDatabasePool() {
+		await new Promise<void>(resolve => {
+			release = resolve;
+		});
+	});
+	r.drain.addHook(async () => {});
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 20_000});
+	r.clock.advance(1000);
+	t.like(r.lines.find(line => line.msg === 'running shutdown hooks'), {hooks: ['closeDatabasePool', 'onShutdown hook 2']});
+	r.clock.advance(999);
+	t.false(r.messages().includes('a shutdown hook is taking more than a second'));
+	r.clock.advance(1);
+	t.like(r.lines.find(line => line.msg === 'a shutdown hook is taking more than a second'), {level: 'warn', hook: 'closeDatabasePool', runningForMs: 1000});
+	// The deadline is at 20 s: the warning comes 5 s before it.
+	r.clock.advance(12_999);
+	t.false(r.messages().includes('shutdown hooks still running as the deadline nears'));
+	r.clock.advance(1);
+	t.like(r.lines.find(line => line.msg === 'shutdown hooks still running as the deadline nears'), {level: 'warn', hook: 'closeDatabasePool', deadlineInMs: 5000});
+	t.is(r.messages().filter(message => message === 'a shutdown hook is taking more than a second').length, 1, 'one line per slow hook');
+	release();
+	await r.whenFinished;
+	t.is(r.clock.waiting, 0);
+});
+
+test('hooks that start close to the deadline get the warning halfway there; quick hooks get no extra lines', async t => {
+	const r = await rig(t);
+	let release!: () => void;
+	r.drain.addHook(async () => new Promise<void>(resolve => {
+		release = resolve;
+	}));
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 3000});
+	r.clock.advance(1000);
+	r.clock.advance(999);
+	t.false(r.messages().includes('shutdown hooks still running as the deadline nears'));
+	r.clock.advance(1);
+	t.like(r.lines.find(line => line.msg === 'shutdown hooks still running as the deadline nears'), {hook: 'onShutdown hook 1', deadlineInMs: 1000});
+	release();
+	await r.whenFinished;
+
+	const quick = await rig(t);
+	quick.drain.addHook(function quickHook() {});
+	quick.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000});
+	quick.clock.advance(0);
+	await quick.whenFinished;
+	t.deepEqual(quick.messages().filter(message => /hook/.test(message)), ['running shutdown hooks']);
+});
+
+test('the last hooks (the app\'s held signal listeners) run after the onShutdown ones, when every request is done', async t => {
+	const r = await rig(t);
+	const order: string[] = [];
+	let proceeds = 0;
+	r.drain.setHost({
+		progress() {},
+		hooksStarting(served, rejected, proceed) {
+			order.push(`hooks message ${served}/${rejected}`);
+			proceeds++;
+			// The primary acknowledges later: nothing runs before.
+			setImmediate(proceed);
+		},
+		finish() {
+			order.push('finish');
+		},
+	});
+	r.drain.addHook(() => {
+		order.push('onShutdown');
+	});
+	r.drain.setLastHooks(() => [{name: 'SIGTERM listener', run() {
+		order.push('SIGTERM listener');
+	}}]);
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000});
+	r.clock.advance(0);
+	t.deepEqual(order, ['hooks message 0/0']);
+	await new Promise(resolve => {
+		setImmediate(resolve);
+	});
+	await new Promise(resolve => {
+		setImmediate(resolve);
+	});
+	t.deepEqual(order, ['hooks message 0/0', 'onShutdown', 'SIGTERM listener', 'finish']);
+	t.is(proceeds, 1);
 });

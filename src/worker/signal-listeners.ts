@@ -1,0 +1,166 @@
+/**
+ * The app's own `process.on('SIGTERM' | 'SIGINT')` listeners, held.
+ *
+ * The usual hand-written shutdown, `process.on('SIGTERM', () => server.close(() =>
+ * process.exit(0)))`, fights the drain: on a group signal (Ctrl-C, systemd's
+ * `KillMode=control-group`) every worker would close at once, refusing the
+ * reject phase's requests; when only the primary is signalled (Kubernetes,
+ * Docker) it would never run, and its cleanup would be skipped. So we take such
+ * listeners as the app registers them and call each once, with the signal's
+ * name, after the requests in flight are done: as the last shutdown hooks.
+ *
+ * Installed by the bootstrap in a cluster worker (before the app's first line)
+ * and by `attach()` in standalone mode (which also moves the listeners the app
+ * registered before it). The bootstrap and the app's copy of `attach()` may be
+ * two installs of this package: they meet on a global under a versioned
+ * `Symbol.for` key, and only plain data and functions cross it.
+ */
+import type {NamedHook} from './drain.js';
+
+export type HeldSignal = 'SIGTERM' | 'SIGINT';
+
+export interface HeldListener {
+	readonly signal: HeldSignal;
+	readonly listener: (...args: unknown[]) => unknown;
+}
+
+export interface SignalListeners {
+	readonly v: 1;
+	/** The app's listeners, in the order it registered them. */
+	readonly held: HeldListener[];
+	/** The first stop signal this process received itself, if any. */
+	received: NodeJS.Signals | undefined;
+	/**
+	 * Who calls them: the bootstrap (a worker whose app never attached: at the
+	 * basic drain's disconnect) until `attach()` claims them (as its last hooks).
+	 */
+	owner: 'bootstrap' | 'attach';
+	/** Adds one of graceful-cluster's own listeners, past the interception. */
+	listenOurselves(signal: NodeJS.Signals, listener: (signal: NodeJS.Signals) => void): void;
+	/** Calls each held listener once, in order; each only ever once. */
+	readonly ran: Set<HeldListener>;
+}
+
+const KEY = Symbol.for('graceful-cluster.signal-listeners.v1');
+const SIGNALS: ReadonlySet<string | symbol> = new Set<HeldSignal>(['SIGTERM', 'SIGINT']);
+
+export function getSignalListeners(): SignalListeners | undefined {
+	return (globalThis as Record<symbol, SignalListeners | undefined>)[KEY];
+}
+
+type Listener = (...args: unknown[]) => void;
+
+/**
+ * Starts holding: from now on the app's SIGTERM/SIGINT listeners are kept here,
+ * not on `process`. With `takeExisting`, the ones already on `process` (the
+ * app's, registered before `attach()` in standalone mode) move here too.
+ * Idempotent: a second call returns the first one's holder.
+ */
+export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): SignalListeners {
+	const existing = getSignalListeners();
+	if (existing) {
+		return existing;
+	}
+
+	type Method = (event: string | symbol, listener: Listener) => NodeJS.Process;
+	const bind = (method: unknown): Method => (method as Method).bind(process);
+	const original = {
+		on: bind(process.on),
+		once: bind(process.once),
+		prependListener: bind(process.prependListener),
+		prependOnceListener: bind(process.prependOnceListener),
+		removeListener: bind(process.removeListener),
+		removeAllListeners: process.removeAllListeners.bind(process),
+	};
+	const held: HeldListener[] = [];
+	const holder: SignalListeners = {
+		v: 1,
+		held,
+		received: undefined,
+		owner: 'bootstrap',
+		ran: new Set(),
+		listenOurselves(signal, listener) {
+			original.on(signal, listener as Listener);
+		},
+	};
+
+	if (takeExisting) {
+		for (const signal of SIGNALS as ReadonlySet<HeldSignal>) {
+			// rawListeners: a `once` listener stays wrapped, so calling it keeps its once-ness.
+			for (const listener of process.rawListeners(signal) as Listener[]) {
+				original.removeListener(signal, listener);
+				held.push({signal, listener});
+			}
+		}
+	}
+
+	const hold = (first: boolean) => (event: string | symbol, listener: Listener): NodeJS.Process => {
+		const entry = {signal: event as HeldSignal, listener};
+		if (first) {
+			held.unshift(entry);
+		} else {
+			held.push(entry);
+		}
+
+		return process;
+	};
+
+	const patch = {
+		on: (event: string | symbol, listener: Listener) => SIGNALS.has(event) ? hold(false)(event, listener) : original.on(event, listener),
+		// Each held listener is called once anyway: `once` holds it like `on`.
+		once: (event: string | symbol, listener: Listener) => SIGNALS.has(event) ? hold(false)(event, listener) : original.once(event, listener),
+		prependListener: (event: string | symbol, listener: Listener) => SIGNALS.has(event) ? hold(true)(event, listener) : original.prependListener(event, listener),
+		prependOnceListener: (event: string | symbol, listener: Listener) => SIGNALS.has(event) ? hold(true)(event, listener) : original.prependOnceListener(event, listener),
+		removeListener(event: string | symbol, listener: Listener) {
+			if (SIGNALS.has(event)) {
+				// Like EventEmitter: the most recently added match goes.
+				for (let index = held.length - 1; index >= 0; index--) {
+					if (held[index]!.signal === event && held[index]!.listener === listener) {
+						held.splice(index, 1);
+						return process;
+					}
+				}
+			}
+
+			return original.removeListener(event, listener);
+		},
+		removeAllListeners(event?: string | symbol) {
+			if (event !== undefined && SIGNALS.has(event)) {
+				// The app's only: ours keep the worker alive through the drain.
+				for (let index = held.length - 1; index >= 0; index--) {
+					if (held[index]!.signal === event) {
+						held.splice(index, 1);
+					}
+				}
+
+				return process;
+			}
+
+			if (event === undefined) {
+				held.length = 0;
+			}
+
+			return original.removeAllListeners(event);
+		},
+	};
+	Object.assign(process, {...patch, addListener: patch.on, off: patch.removeListener});
+	(globalThis as Record<symbol, SignalListeners>)[KEY] = holder;
+	return holder;
+}
+
+/** The held listeners as hooks, each called at most once with the signal's name. */
+export function asHooks(holder: SignalListeners): NamedHook[] {
+	return holder.held.map(entry => ({
+		name: `${entry.signal} listener${entry.listener.name ? ` ${entry.listener.name}` : ''}`,
+		run() {
+			if (holder.ran.has(entry)) {
+				return undefined;
+			}
+
+			holder.ran.add(entry);
+			// The signal the process got; a worker signalled only through the
+			// primary (Kubernetes, Docker) was asked to stop all the same.
+			return entry.listener.call(process, holder.received ?? 'SIGTERM');
+		},
+	}));
+}
