@@ -12,6 +12,7 @@
  * timers per request, state in plain fields, logging only when enabled.
  */
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
+import type {Socket} from 'node:net';
 
 /** What the filter does with a new request. Plain numbers: compared on the hot path. */
 export const Mode = {
@@ -51,6 +52,20 @@ const installed = new WeakSet<Server>();
 /** Where a response in flight sits in its filter's `open` array. */
 const SLOT = Symbol('graceful-cluster.slot');
 type Tracked = ServerResponse & {[SLOT]?: number};
+/**
+ * On a connection: the last app response that arrived while an earlier one
+ * still held the connection (pipelining). Set on the pipelined path only, so the
+ * drain can tell which response is a connection's last without a per-request
+ * sequence number.
+ */
+const LAST_QUEUED = Symbol('graceful-cluster.lastQueued');
+/**
+ * On a connection, during a drain: a response on it carries `Connection: close`,
+ * so Node ends the connection after it (RFC 9112 section 9.6); a request that
+ * arrives behind it is never processed.
+ */
+const CLOSING = Symbol('graceful-cluster.closing');
+type TrackedSocket = Socket & {[LAST_QUEUED]?: ServerResponse | undefined; [CLOSING]?: true};
 type EmitRequest = (this: Server, event: 'request', request: unknown, response: unknown) => boolean;
 
 /** True when the request carries a body (which may still be arriving). */
@@ -73,10 +88,10 @@ export class RequestFilter {
 	rejected = 0;
 
 	private mode: Mode = Mode.SERVING;
-	// Responses in flight, so that the drain can mark those whose headers are not
-	// sent yet with `Connection: close` (Node's own `server.close()` does not:
-	// RESEARCH.md fact 4). A dense array, each response holding its index under
-	// SLOT: adding and removing cost an array write, where a Set hashed every
+	// Responses in flight, so that the drain can mark each connection's last one
+	// with `Connection: close` if its headers are not sent yet (Node's own
+	// `server.close()` does not: RESEARCH.md fact 4). A dense array, each
+	// response holding its index under SLOT: adding and removing cost an array write, where a Set hashed every
 	// response (about 75 ns a request, measured in bench/; docs/benchmarks.md).
 	private readonly open: ServerResponse[] = [];
 	private readonly rejectHeaders: string[];
@@ -142,10 +157,38 @@ export class RequestFilter {
 		this.mode = mode;
 		if (wasServing && mode !== Mode.SERVING) {
 			for (const response of this.open) {
-				if (!response.headersSent) {
-					response.setHeader('Connection', 'close');
-				}
+				this.closeAfterLast(response);
 			}
+		}
+	}
+
+	/**
+	 * At the drain's start: `Connection: close` on the response if it is the last
+	 * its connection holds. Only the last: Node ends the connection after the
+	 * first response that carries it and drops the responses queued behind,
+	 * though the app has computed them (pipelining). If the last one's headers
+	 * are already sent, the close goes on whatever arrives next on the
+	 * connection, or the connection is closed with the idle ones when the drain
+	 * stops listening (retiring: when the linger ends).
+	 */
+	private closeAfterLast(response: ServerResponse): void {
+		const socket = response.req.socket as TrackedSocket | null;
+		if (socket !== null) {
+			// Responses on a connection finish in arrival order, so while the last
+			// queued one is open it is the last; once it has closed, only the
+			// response that arrived after it (holding the connection) can be open.
+			const last = socket[LAST_QUEUED];
+			if (last !== undefined && last !== response && (last as Tracked)[SLOT] !== undefined) {
+				return;
+			}
+
+			if (!response.headersSent) {
+				socket[CLOSING] = true;
+			}
+		}
+
+		if (!response.headersSent) {
+			response.setHeader('Connection', 'close');
 		}
 	}
 
@@ -163,34 +206,28 @@ export class RequestFilter {
 		const url = request.url ?? '';
 		if (isPath(url, this.options.readinessPath)) {
 			const ready = this.mode === Mode.SERVING || this.mode === Mode.RETIRE;
-			this.answer(response, ready ? 200 : 503, ready ? READY_BODY : DRAINING_BODY);
+			this.answer(request, response, ready ? 200 : 503, ready ? READY_BODY : DRAINING_BODY);
 			return true;
 		}
 
 		if (isPath(url, this.options.livenessPath)) {
-			this.answer(response, 200, ALIVE_BODY);
+			this.answer(request, response, 200, ALIVE_BODY);
 			return true;
 		}
 
-		if (this.mode === Mode.REJECT) {
-			this.rejected++;
-			this.options.onReject?.(request);
-			response.writeHead(503, this.rejectHeaders);
-			if (hasBody(request)) {
-				// Answer at once, but close only after reading the body: closing a socket
-				// with unread data in it sends an RST, and a client still uploading sees
-				// EPIPE or a reset instead of the 503 (RFC 9112 section 9.6).
-				response.write(REJECT_BODY);
-				request.once('end', () => response.end());
-				request.resume();
-			} else {
-				response.end(REJECT_BODY);
+		// One comparison while serving (one fewer than before pipelining was handled;
+		// bench/filter-micro.js showed no change beyond noise): everything the drain
+		// does sits behind it.
+		if (this.mode !== Mode.SERVING) {
+			if (!this.claimLast(request)) {
+				return true;
 			}
 
-			return true;
-		}
+			if (this.mode === Mode.REJECT) {
+				this.reject(request, response);
+				return true;
+			}
 
-		if (this.mode !== Mode.SERVING) {
 			response.setHeader('Connection', 'close');
 		}
 
@@ -212,13 +249,59 @@ export class RequestFilter {
 	 * when its connection closes. Rare, so a closure here is fine.
 	 */
 	private watchQueued(request: IncomingMessage, response: ServerResponse): void {
-		const {socket} = request;
+		const socket = request.socket as TrackedSocket;
+		socket[LAST_QUEUED] = response;
 		const onSocketClose = (): void => {
 			this.onResponseClose.call(response);
 		};
 
 		socket.once('close', onSocketClose);
-		response.once('close', () => socket.removeListener('close', onSocketClose));
+		response.once('close', () => {
+			socket.removeListener('close', onSocketClose);
+			if (socket[LAST_QUEUED] === response) {
+				socket[LAST_QUEUED] = undefined;
+			}
+		});
+	}
+
+	/**
+	 * During a drain, every response we let through is its connection's last
+	 * (it carries `Connection: close`). True when this request may have that
+	 * last response; false when the connection already has it: Node will end
+	 * the connection before this request's turn, so it must not be processed
+	 * nor answered (the client sees the connection close and may retry it).
+	 * Its body is read so that the close is a FIN, not a reset.
+	 */
+	private claimLast(request: IncomingMessage): boolean {
+		const socket = request.socket as TrackedSocket | null;
+		if (socket === null) {
+			return true;
+		}
+
+		if (socket[CLOSING] === true) {
+			request.resume();
+			return false;
+		}
+
+		socket[CLOSING] = true;
+		return true;
+	}
+
+	/** The drain 503: `Connection: close`, `Retry-After`, and the promise that the app never saw the request. */
+	private reject(request: IncomingMessage, response: ServerResponse): void {
+		this.rejected++;
+		this.options.onReject?.(request);
+		response.writeHead(503, this.rejectHeaders);
+		if (hasBody(request)) {
+			// Answer at once, but close only after reading the body: closing a socket
+			// with unread data in it sends an RST, and a client still uploading sees
+			// EPIPE or a reset instead of the 503 (RFC 9112 section 9.6).
+			response.write(REJECT_BODY);
+			request.once('end', () => response.end());
+			request.resume();
+		} else {
+			response.end(REJECT_BODY);
+		}
 	}
 
 	/**
@@ -242,7 +325,11 @@ export class RequestFilter {
 		return true;
 	}
 
-	private answer(response: ServerResponse, status: number, body: Buffer): void {
+	private answer(request: IncomingMessage, response: ServerResponse, status: number, body: Buffer): void {
+		if (this.mode !== Mode.SERVING && !this.claimLast(request)) {
+			return;
+		}
+
 		response.writeHead(status, {
 			'Content-Type': 'text/plain; charset=utf-8',
 			'Content-Length': body.length,

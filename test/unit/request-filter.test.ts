@@ -142,9 +142,9 @@ test('reject phase: 503 + Connection: close + Retry-After, on keep-alive and pip
 	t.is(await connection.closedByServer(), 'fin');
 	t.deepEqual(r.seen, ['/before']);
 	// Node parses the whole write at once, so /b became a request too, queued behind
-	// /a's 503: rejected as well (its 503 is never sent: the connection closes first).
-	t.deepEqual(r.rejectedUrls, ['/a', '/b']);
-	t.is(r.filter.rejected, 2);
+	// /a's 503 with Connection: close: it is neither passed on nor answered.
+	t.deepEqual(r.rejectedUrls, ['/a']);
+	t.is(r.filter.rejected, 1);
 });
 
 test('a rejected upload gets its 503, not a reset: the body is read before the connection closes', async t => {
@@ -175,26 +175,102 @@ test('a rejected upload gets its 503, not a reset: the body is read before the c
 	t.deepEqual(r.seen, []);
 });
 
-test('a pipelined request queued behind a response that closes the connection is not left in flight', async t => {
+/** Resolves once the app has seen `count` requests. */
+async function seenAtLeast(r: Rig, count: number): Promise<void> {
+	if (r.seen.length < count) {
+		await pEvent(r.server, 'request', {filter: () => r.seen.length >= count, timeout: 5000});
+	}
+}
+
+const modeName = (mode: Mode): string => Object.keys(Mode).find(name => Mode[name as keyof typeof Mode] === mode)!;
+const pipeline = (...paths: string[]) => paths.map(path => `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`).join('');
+
+for (const mode of [Mode.DRAIN_SERVE, Mode.REJECT, Mode.RETIRE]) {
+	test(`drain start (${modeName(mode)}): pipelined responses in flight all reach the client, only the last carries Connection: close`, async t => {
+		const r = await rig(t);
+		const connection = await RawConnection.open(r.port);
+		connection.socket.write(pipeline('/hold-1', '/hold-2', '/hold-3'));
+		await seenAtLeast(r, 3);
+		t.is(r.filter.inflight, 3);
+		r.filter.setMode(mode);
+		// Finished out of order: Node still writes them in arrival order.
+		r.release('/hold-3');
+		r.release('/hold-1');
+		r.release('/hold-2');
+		const responses = [await connection.readResponse(), await connection.readResponse(), await connection.readResponse()];
+		t.deepEqual(responses.map(response => response.status), [200, 200, 200]);
+		t.deepEqual(responses.map(response => response.headers['connection']), ['keep-alive', 'keep-alive', 'close']);
+		t.is(await connection.closedByServer(), 'fin');
+		await r.idle;
+		t.is(r.filter.inflight, 0);
+		t.is(r.filter.served, 3, 'served counts what the client received');
+		t.is(r.idleCalls, 1);
+	});
+}
+
+test('a pipelined response the app finished early, queued behind one in flight at the drain, is delivered', async t => {
 	const r = await rig(t);
 	const connection = await RawConnection.open(r.port);
 	const held = r.held();
-	connection.socket.write('GET /hold-first HTTP/1.1\r\nHost: x\r\n\r\nGET /second HTTP/1.1\r\nHost: x\r\n\r\n');
+	connection.socket.write(pipeline('/hold-first', '/second'));
 	await held;
-	if (r.seen.length < 2) {
-		await pEvent(r.server, 'request', {filter: () => r.seen.length >= 2, timeout: 5000});
-	}
-
+	await seenAtLeast(r, 2);
 	t.is(r.filter.inflight, 2, 'both reached the app; the second response waits behind the first');
 	r.filter.setMode(Mode.DRAIN_SERVE);
 	r.release('/hold-first');
 	const first = await connection.readResponse();
-	t.is(first.headers['connection'], 'close');
-	t.is(await connection.closedByServer(), 'fin');
+	t.not(first.headers['connection'], 'close', 'not the last: a close here would drop the second');
+	const second = await connection.readResponse();
+	t.is(second.body, 'app');
 	await r.idle;
-	t.is(r.filter.inflight, 0, 'the queued response, never sent, is no longer counted');
+	t.is(r.filter.inflight, 0);
+	t.is(r.filter.served, 2);
 	t.is(r.idleCalls, 1);
+	// Its headers went out before the drain: the connection stays open, idle,
+	// until the drain's closing phase closes idle connections.
+	t.is((await connection.request('/after')).headers['connection'], 'close');
+	t.deepEqual(r.seen, ['/hold-first', '/second', '/after']);
 });
+
+for (const mode of [Mode.DRAIN_SERVE, Mode.REJECT, Mode.RETIRE]) {
+	test(`during a drain (${modeName(mode)}), requests pipelined behind the connection's last response never reach the app and get no response`, async t => {
+		const r = await rig(t);
+		r.filter.setMode(mode);
+		const connection = await RawConnection.open(r.port);
+		connection.socket.write(pipeline('/a', '/b', '/livez') + 'POST /c HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello');
+		const response = await connection.readResponse();
+		t.is(response.status, mode === Mode.REJECT ? 503 : 200);
+		t.is(response.headers['connection'], 'close');
+		t.is(await connection.closedByServer(), 'fin', 'nothing half-answered: a clean close the client can retry after');
+		t.deepEqual(r.seen, mode === Mode.REJECT ? [] : ['/a']);
+		t.is(r.filter.rejected, mode === Mode.REJECT ? 1 : 0);
+	});
+}
+
+for (const mode of [Mode.DRAIN_SERVE, Mode.REJECT]) {
+	test(`drain start (${modeName(mode)}): a last response whose headers are sent keeps them; the close goes on the request that arrives behind it`, async t => {
+		const r = await rig(t);
+		const connection = await RawConnection.open(r.port);
+		connection.socket.write(pipeline('/hold-1', '/hold-2'));
+		await seenAtLeast(r, 2);
+		r.response('/hold-2').writeHead(200, {'Content-Length': String('released'.length)});
+		r.filter.setMode(mode);
+		connection.socket.write(pipeline('/next', '/dropped'));
+		r.release('/hold-1');
+		r.release('/hold-2');
+		const responses = [await connection.readResponse(), await connection.readResponse(), await connection.readResponse()];
+		t.deepEqual(responses.map(response => [response.status, response.headers['connection']]), [
+			[200, 'keep-alive'],
+			[200, 'keep-alive'],
+			[mode === Mode.REJECT ? 503 : 200, 'close'],
+		]);
+		t.is(await connection.closedByServer(), 'fin');
+		t.deepEqual(r.seen, mode === Mode.REJECT ? ['/hold-1', '/hold-2'] : ['/hold-1', '/hold-2', '/next']);
+		await r.idle;
+		t.is(r.filter.served, mode === Mode.REJECT ? 2 : 3);
+		t.is(r.filter.inflight, 0);
+	});
+}
 
 test('a client that pipelines and leaves does not leave requests counted in flight', async t => {
 	const r = await rig(t);
