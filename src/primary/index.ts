@@ -25,7 +25,7 @@ import {realEdges, type ProcessEdges} from './edges.js';
 import {Fleet} from './fleet.js';
 import type {LineSink} from './output.js';
 import {reload} from './reload.js';
-import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from './signals.js';
+import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {Supervisor} from './supervisor.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
 

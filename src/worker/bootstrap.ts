@@ -19,6 +19,7 @@
  */
 import cluster from 'node:cluster';
 import {createLogger} from '../logger.js';
+import {HANDLED_SIGNALS} from '../signals.js';
 import {openChannel} from './channel.js';
 import {asHooks, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput} from './stdio.js';
@@ -48,16 +49,18 @@ if (cluster.isWorker && cluster.worker) {
 	// Ours go on before the app's are held.
 	const onSignal = (signal: NodeJS.Signals): void => {
 		logger.info({signal}, 'signal received by the worker; waiting for the primary to drain it');
-		if (signal !== 'SIGHUP') {
+		if (signal === 'SIGTERM' || signal === 'SIGINT') {
 			held.received ??= signal;
 		}
 	};
 
-	process.on('SIGTERM', onSignal);
-	process.on('SIGINT', onSignal);
-	// A hangup to the process group (terminal closed, `kill -HUP -<pgid>`) reaches
-	// the workers too; only the primary acts on it (a reload).
-	process.on('SIGHUP', onSignal);
+	// Every signal the primary handles reaches the workers too when it is sent to
+	// the process group (Ctrl-C, Ctrl-\, a closed terminal, systemd's
+	// KillMode=control-group): only the primary acts on it.
+	for (const signal of HANDLED_SIGNALS) {
+		process.on(signal, onSignal);
+	}
+
 	const held = holdSignalListeners({takeExisting: false});
 
 	// The primary disconnects a worker whose app never attached when the reject

@@ -65,3 +65,48 @@ test('a signal repeated at once (a terminal\'s and a wrapper\'s copy) is one dra
 	}
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'forced', exitCode: 4});
 });
+
+test('stray signals to the whole group (SIGALRM, SIGPROF, SIGXCPU ...) kill nothing: logged, ignored, every worker still serves', async t => {
+	const app = await startCluster(t, ['--reject-period', '300ms'], fixture('app.mjs'));
+	const pids = app.lines.filter(line => line.msg === 'worker listening').map(line => Number(line['workerPid']));
+	const ignored = ['SIGALRM', 'SIGVTALRM', 'SIGPROF', 'SIGIO', 'SIGPWR', 'SIGSTKFLT', 'SIGTRAP', 'SIGSYS', 'SIGXCPU'] as const;
+	for (const signal of ignored) {
+		app.killGroup(signal);
+		// eslint-disable-next-line no-await-in-loop
+		await app.waitForLog(line => line.role === 'primary' && line['signal'] === signal && line.level === 'warn');
+	}
+
+	// The workers logged each one too, and none of them died.
+	await app.waitForLog(line => line.role === 'worker' && line['signal'] === 'SIGXCPU', {count: 2});
+	for (const pid of pids) {
+		t.true(isAlive(pid), `worker ${pid}`);
+	}
+
+	t.is((await client(url(app.port, '/'))).body, 'hello');
+	t.falsy(app.lines.find(line => line.msg === 'drain started' || line.msg === 'worker exited'));
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+});
+
+test('SIGQUIT to the group (Ctrl-\\) drains like SIGTERM: the request in flight finishes, exit 0', async t => {
+	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', '10s'], fixture('app.mjs'));
+	const slow = client(url(app.port, '/slow?ms=1200'));
+	await app.waitForLog('fixture request started');
+	app.killGroup('SIGQUIT');
+	const done = await slow;
+	t.is(done.statusCode, 200);
+	t.is(done.body.length, 100_000);
+	t.is((await app.exited).code, 0, app.text());
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain started'), {signal: 'SIGQUIT'});
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean'});
+});
+
+test('SIGUSR2 reloads like SIGHUP: every worker replaced, none of them died of the signal', async t => {
+	const app = await startCluster(t, ['--reject-period', '300ms'], fixture('app.mjs'));
+	app.kill('SIGUSR2');
+	t.like(await app.waitForLog('reload finished', {timeout: 20_000}), {replaced: 2});
+	t.is((await client(url(app.port, '/'))).body, 'hello');
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+	t.is(app.lines.filter(line => line.msg === 'worker started').length, 4);
+});

@@ -2,7 +2,7 @@
 import test from 'ava';
 import {readFileSync} from 'node:fs';
 import path from 'node:path';
-import {SIGNAL_ACTIONS} from '../../src/primary/signals.js';
+import {SIGNAL_ACTIONS} from '../../src/signals.js';
 import {ROOT} from '../helpers/cluster.js';
 
 const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
