@@ -16,12 +16,12 @@
  * if any is still running as the deadline nears.
  */
 import type {IncomingMessage, Server} from 'node:http';
-import net from 'node:net';
 import {systemClock, TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {WorkerSettings} from '../settings.js';
 import type {Timeline} from '../timeline.js';
-import {Mode, RequestFilter} from './request-filter.js';
+import {Mode, type ServerFilter} from './filter.js';
+import {RequestFilter} from './request-filter.js';
 
 export type Phase =
 	| {readonly name: 'serving'}
@@ -105,7 +105,7 @@ export const HOOK_DEADLINE_WARNING_MS = 5000;
 
 export class ProcessDrain {
 	private phase: Phase = {name: 'serving'};
-	private readonly filters: RequestFilter[] = [];
+	private readonly filters: ServerFilter[] = [];
 	private readonly hooks: ShutdownHook[] = [];
 	/** Run after `hooks`: read when the hooks start, so listeners added late still count. */
 	private lastHooks: () => readonly NamedHook[] = () => [];
@@ -145,7 +145,7 @@ export class ProcessDrain {
 		this.host = host;
 	}
 
-	addServer(server: Server): RequestFilter {
+	addServer(server: Server): ServerFilter {
 		const logger = this.logger;
 		const {keepAliveTimeoutMs} = this.settings;
 		if (keepAliveTimeoutMs > 0) {
@@ -196,7 +196,7 @@ export class ProcessDrain {
 		return filter;
 	}
 
-	removeServer(filter: RequestFilter): void {
+	removeServer(filter: ServerFilter): void {
 		filter.uninstall();
 		const index = this.filters.indexOf(filter);
 		if (index !== -1) {
@@ -343,33 +343,19 @@ export class ProcessDrain {
 		}
 	}
 
-	/**
-	 * Stops a server from taking new connections, as the phase wants it.
-	 *
-	 * Retiring: through `net.Server.prototype.close`, which unlike
-	 * `http.Server#close` leaves idle keep-alive connections open, so a client
-	 * about to reuse one gets its response (with `Connection: close`) instead of
-	 * a reset; the linger gives busy clients that chance before we close the rest.
-	 *
-	 * Closing: `http.Server#close`. In a cluster the primary stops handing this
-	 * worker connections, and once every worker has closed it closes the port;
-	 * it also drops keep-alive connections that are idle now; the ones still busy
-	 * carry `Connection: close` on their last response.
-	 */
-	private stopAccepting(filter: RequestFilter): void {
-		const {server} = filter;
+	/** Stops a server from taking new connections, as the phase wants it (filter.ts). */
+	private stopAccepting(filter: ServerFilter): void {
 		switch (this.phase.name) {
 			case 'retiring': {
-				net.Server.prototype.close.call(server);
-
+				// The linger gives clients about to reuse an idle connection their answer.
+				filter.stopAccepting(true);
 				break;
 			}
 
 			case 'closing':
 			case 'hooks':
 			case 'done': {
-				server.close();
-
+				filter.stopAccepting(false);
 				break;
 			}
 
@@ -395,7 +381,7 @@ export class ProcessDrain {
 			// never finished sending its headers (slowloris). Neither may hold the
 			// drain past its phases.
 			for (const filter of this.filters) {
-				filter.server.closeAllConnections();
+				filter.closeConnections();
 			}
 
 			this.enter({name: 'hooks', startedAt: this.clock.now()});

@@ -12,24 +12,11 @@
  * timers per request, state in plain fields, logging only when enabled.
  */
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
+import net from 'node:net';
+import {Mode, type ServerFilter} from './filter.js';
 import type {Socket} from 'node:net';
 
-/** What the filter does with a new request. Plain numbers: compared on the hot path. */
-export const Mode = {
-	/** Normal operation: probes answered, everything else to the app. */
-	SERVING: 0,
-	/** Draining, serve phase: to the app, but with `Connection: close`. */
-	DRAIN_SERVE: 1,
-	/** Draining, reject phase and after: 503 + `Connection: close` + `Retry-After`. */
-	REJECT: 2,
-	/**
-	 * Retiring during a reload: no longer listening, so only requests on open
-	 * keep-alive connections arrive; they are served with `Connection: close`.
-	 * Readiness stays 200: the pod is ready, its other workers serve.
-	 */
-	RETIRE: 3,
-} as const;
-export type Mode = (typeof Mode)[keyof typeof Mode];
+export {Mode} from './filter.js';
 
 export interface FilterOptions {
 	readonly retryAfterSeconds: number;
@@ -79,7 +66,7 @@ function isPath(url: string, path: string): boolean {
 	return path !== '' && url.startsWith(path) && (url.length === path.length || url.charCodeAt(path.length) === QUESTION_MARK);
 }
 
-export class RequestFilter {
+export class RequestFilter implements ServerFilter {
 	/** Requests handed to the app whose response has not closed yet. */
 	inflight = 0;
 	/** Responses to app requests that closed during the drain. */
@@ -190,6 +177,31 @@ export class RequestFilter {
 		if (!response.headersSent) {
 			response.setHeader('Connection', 'close');
 		}
+	}
+
+	/**
+	 * Keeping idle connections: `net.Server.prototype.close`, which unlike
+	 * `http.Server#close` leaves idle keep-alive connections open, so a client
+	 * about to reuse one gets its response (with `Connection: close`) instead of
+	 * a reset. Otherwise `http.Server#close`: in a cluster the primary stops
+	 * handing this worker connections (and closes the port once every worker
+	 * has), and the keep-alive connections idle now are dropped; the busy ones
+	 * carry `Connection: close` on their last response.
+	 */
+	stopAccepting(keepIdle: boolean): void {
+		if (keepIdle) {
+			net.Server.prototype.close.call(this.server);
+		} else {
+			this.server.close();
+		}
+	}
+
+	/**
+	 * Whatever is still connected has no request in flight: an idle keep-alive
+	 * socket, or a client that never finished sending its headers (slowloris).
+	 */
+	closeConnections(): void {
+		this.server.closeAllConnections();
 	}
 
 	/** Restores the server's own `emit`. */
