@@ -1,53 +1,29 @@
 #!/usr/bin/env node
 /**
- * The `graceful-cluster` command. A shim: parse, start the primary, exit with
- * the code it settles on (exit-codes.ts). No logic lives here.
+ * The `graceful-cluster` command. A shim with one job of its own: hold the
+ * signals before anything else loads. Loading yargs and pino takes a couple of
+ * hundred milliseconds, and a SIGTERM in that time would kill the primary (as
+ * PID 1 it would be dropped: the kernel ignores a signal PID 1 has no handler
+ * for, and the pod would run on until SIGKILL). The signals held here are
+ * handed to the primary once it exists (main.ts).
  */
-import {parseArgs, type ParseResult} from './args.js';
-import {UsageError} from './errors.js';
-import {ExitCode} from './exit-codes.js';
-import {createLogger, syncWriter} from './logger.js';
-import {Primary} from './primary/index.js';
+import {HANDLED_SIGNALS} from './signals.js';
 
-let result: ParseResult;
-try {
-	result = parseArgs(process.argv.slice(2));
-} catch (error) {
-	if (error instanceof UsageError) {
-		process.stderr.write(`graceful-cluster: ${error.message}\n`);
-		process.exit(ExitCode.USAGE);
-	}
+const early: NodeJS.Signals[] = [];
+const hold = (signal: NodeJS.Signals): void => {
+	early.push(signal);
+};
 
-	throw error;
+for (const signal of HANDLED_SIGNALS) {
+	process.on(signal, hold);
 }
 
-if (result.kind === 'print') {
-	process.stdout.write(`${result.text}\n`);
-	process.exit(ExitCode.OK);
-}
-
-const {options, workerCount} = result;
-const stdout = syncWriter(1);
-const stderr = syncWriter(2);
-const logger = createLogger({role: 'primary', level: options.logLevel, destination: stdout});
-// Constructed first: it takes over SIGTERM/SIGINT/SIGHUP.
-const primary = new Primary(options, {logger, stdout, stderr});
-logger.info({
-	script: options.script,
-	args: options.args,
-	workers: options.workers,
-	workersFrom: workerCount ? workerCount.source : 'flag',
-	...(workerCount?.cpuLimit === undefined ? {} : {cpuLimit: workerCount.cpuLimit}),
-	availableParallelism: workerCount?.availableParallelism,
-	servePeriodMs: options.settings.servePeriodMs,
-	rejectPeriodMs: options.settings.rejectPeriodMs,
-	gracePeriodMs: options.settings.gracePeriodMs,
-}, 'starting workers');
-
-process.on('uncaughtException', error => {
-	logger.fatal({err: error}, 'graceful-cluster crashed; please report this');
-	process.exit(ExitCode.INTERNAL);
+const {main} = await import('./main.js');
+await main({
+	early,
+	release() {
+		for (const signal of HANDLED_SIGNALS) {
+			process.off(signal, hold);
+		}
+	},
 });
-
-const code = await primary.run();
-process.exit(code);

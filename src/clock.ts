@@ -1,7 +1,7 @@
 /**
  * Time as the drain sees it: `now()` and timers. Every timed decision of the
  * primary and of a worker's drain goes through a `Clock`, so unit tests drive
- * them with a fake one (test/helpers/fake-clock.ts): exact, and without sleeps.
+ * them with a fake one (test/helpers/fakes.ts): exact, and without sleeps.
  */
 import {performance} from 'node:perf_hooks';
 

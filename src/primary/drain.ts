@@ -16,7 +16,7 @@ import type {Logger} from '../logger.js';
 import type {DrainMessage} from '../protocol.js';
 import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
 import type {Fleet} from './fleet.js';
-import {isAttached, killReason, lastLive, type WorkerRecord} from './worker-record.js';
+import {isAttached, killReason, lastLive, placeOf, type WorkerRecord} from './worker-record.js';
 
 export type ForcedBy = 'deadline' | 'second-signal';
 
@@ -40,6 +40,12 @@ export function leftCleanly(record: WorkerRecord): boolean {
 
 	const last = lastLive(state).name;
 	if (last === 'drained' || (last === 'hooks' && killReason(state) === undefined)) {
+		return true;
+	}
+
+	// It never listened, so it held no request: a group signal that reached it
+	// while it was still loading (before the bootstrap's handlers) loses nothing.
+	if (placeOf(state).name === 'starting' && killReason(state) === undefined) {
 		return true;
 	}
 

@@ -4,8 +4,9 @@
  *
  *   running --SIGTERM/SIGINT/SIGQUIT--> draining --every worker gone / deadline--> stopping
  *   running --SIGHUP/SIGUSR2--> reloading --every worker replaced / a replacement failed--> running
- *   reloading --SIGTERM/SIGINT/SIGQUIT--> draining (the reload is aborted; the drain takes every worker)
- *   running --the app cannot start--> stopping
+ *   reloading --SIGTERM/SIGINT/SIGQUIT--> draining (the reload is aborted; the drain takes every
+ *                                         worker, and the retired workers' deadlines become its own)
+ *   running | reloading --the app cannot start--> stopping (a reload is aborted)
  *
  *   signals.ts     what each signal means
  *   fleet.ts       forking, IPC, output, kill/disconnect (plumbing)
@@ -73,6 +74,11 @@ export class Primary {
 	private readonly fleet: Fleet;
 	private readonly supervisor: Supervisor;
 	private readonly timers: TimerGroup;
+	/**
+	 * The deadlines of workers retired by reloads. A drain takes them over (its
+	 * own deadline kills whatever is left), so it clears these.
+	 */
+	private readonly retireDeadlines: TimerGroup;
 	private readonly logger: Logger;
 	private readonly done: Promise<ExitCode>;
 	private resolveDone!: (code: ExitCode) => void;
@@ -82,6 +88,7 @@ export class Primary {
 		const {logger} = output;
 		this.logger = logger;
 		this.timers = new TimerGroup(edges.clock);
+		this.retireDeadlines = new TimerGroup(edges.clock);
 		this.done = new Promise(resolve => {
 			this.resolveDone = resolve;
 		});
@@ -196,7 +203,7 @@ export class Primary {
 			fleet: this.fleet,
 			supervisor: this.supervisor,
 			logger: this.logger,
-			timers: this.timers,
+			timers: this.retireDeadlines,
 			lingerMs: RETIRE_LINGER_MS,
 			deadlineMs: this.options.settings.gracePeriodMs,
 			signal: abort.signal,
@@ -210,6 +217,7 @@ export class Primary {
 	private beginDrain(signal: NodeJS.Signals): void {
 		const {servePeriodMs, rejectPeriodMs, gracePeriodMs} = this.options.settings;
 		this.supervisor.freeze();
+		this.retireDeadlines.clearAll();
 		const drain = new ClusterDrain({
 			fleet: this.fleet,
 			timeline: {servePeriodMs, rejectPeriodMs, gracePeriodMs},
@@ -243,8 +251,13 @@ export class Primary {
 			return;
 		}
 
+		if (this.state.name === 'reloading') {
+			this.state.abort.abort();
+		}
+
 		this.state = {name: 'stopping', code};
 		this.supervisor.freeze();
+		this.retireDeadlines.clearAll();
 		for (const record of this.fleet.alive) {
 			this.fleet.kill(record, 'start-failed');
 		}
@@ -264,6 +277,7 @@ export class Primary {
 
 		this.resolved = true;
 		this.timers.clearAll();
+		this.retireDeadlines.clearAll();
 		void this.fleet.outputFlushed(OUTPUT_FLUSH_MS).then(() => {
 			this.resolveDone(code);
 		});

@@ -16,7 +16,10 @@ export interface ReloadOptions {
 	readonly fleet: Fleet;
 	readonly supervisor: Supervisor;
 	readonly logger: Logger;
-	/** The primary's timers: a retired worker's deadline outlives the reload. */
+	/**
+	 * Where a retired worker's deadline is kept: it outlives the reload, and a
+	 * drain that starts meanwhile clears it (its own deadline covers the worker).
+	 */
 	readonly timers: TimerGroup;
 	/** How long a retired worker keeps idle keep-alive connections for their next request. */
 	readonly lingerMs: number;

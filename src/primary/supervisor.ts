@@ -71,10 +71,6 @@ export class Supervisor {
 		}
 	}
 
-	get running(): boolean {
-		return this.mode === 'running';
-	}
-
 	/** No more restarts or listen timeouts: the cluster is draining or stopping. */
 	freeze(): void {
 		this.mode = 'frozen';

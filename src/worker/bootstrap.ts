@@ -1,12 +1,13 @@
 /**
  * Preloaded into every worker by the primary (`node --import <this> app.js`),
- * before the app's first line runs. Two jobs:
+ * before the app's first line runs. Three jobs:
  *
- * 1. Keep the worker alive on a direct SIGTERM or SIGINT. A terminal's Ctrl-C
+ * 1. Keep the worker alive on a signal sent to the process group. A terminal's Ctrl-C
  *    signals the whole foreground process group and systemd's default
  *    `KillMode=control-group` signals every process of the unit, so workers get
  *    the signal too (RESEARCH.md fact 5). Dying there would drop the requests in
- *    flight; instead the worker waits for the primary's drain message.
+ *    flight; instead the worker waits for the primary's drain message. The same
+ *    for every other signal the primary handles (src/signals.ts).
  * 2. Open the IPC channel that `attach()` uses, so a drain that arrives while the
  *    app is still starting is not lost.
  * 3. Hold the app's own SIGTERM/SIGINT listeners (signal-listeners.ts), so that
@@ -19,7 +20,7 @@
  */
 import cluster from 'node:cluster';
 import {createLogger} from '../logger.js';
-import {HANDLED_SIGNALS} from '../signals.js';
+import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {openChannel} from './channel.js';
 import {asHooks, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput} from './stdio.js';
@@ -48,7 +49,12 @@ if (cluster.isWorker && cluster.worker) {
 
 	// Ours go on before the app's are held.
 	const onSignal = (signal: NodeJS.Signals): void => {
-		logger.info({signal}, 'signal received by the worker; waiting for the primary to drain it');
+		if (SIGNAL_ACTIONS[signal as HandledSignal] === 'drain') {
+			logger.info({signal}, 'signal received by the worker; waiting for the primary to drain it');
+		} else {
+			logger.info({signal}, 'signal received by the worker; only the primary acts on it');
+		}
+
 		if (signal === 'SIGTERM' || signal === 'SIGINT') {
 			held.received ??= signal;
 		}
@@ -66,7 +72,7 @@ if (cluster.isWorker && cluster.worker) {
 	// The primary disconnects a worker whose app never attached when the reject
 	// phase ends (its basic drain). Nothing else here knows its requests, so the
 	// app's own shutdown runs then; `attach()` takes the listeners over otherwise.
-	process.on('disconnect', () => {
+	held.listenOurselves('disconnect', () => {
 		if (held.owner !== 'bootstrap' || channel.drain === undefined) {
 			return;
 		}

@@ -35,8 +35,11 @@ export interface SignalListeners {
 	 * basic drain's disconnect) until `attach()` claims them (as its last hooks).
 	 */
 	owner: 'bootstrap' | 'attach';
-	/** Adds one of graceful-cluster's own listeners, past the interception. */
-	listenOurselves(signal: NodeJS.Signals, listener: (signal: NodeJS.Signals) => void): void;
+	/**
+	 * Adds one of graceful-cluster's own listeners, past the interception; the
+	 * app's `removeAllListeners()` leaves it in place.
+	 */
+	listenOurselves(event: string, listener: (...args: any[]) => void): void;
 	/** Calls each held listener once, in order; each only ever once. */
 	readonly ran: Set<HeldListener>;
 }
@@ -70,17 +73,39 @@ export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): Si
 		prependListener: bind(process.prependListener),
 		prependOnceListener: bind(process.prependOnceListener),
 		removeListener: bind(process.removeListener),
-		removeAllListeners: process.removeAllListeners.bind(process),
 	};
 	const held: HeldListener[] = [];
+	// Listeners the app must not take away with `removeAllListeners()`: ours (the
+	// IPC channel, the handlers that keep a worker alive through a group signal)
+	// and, in a worker, whatever node:cluster put there before the app ran.
+	const ours = new Map<string | symbol, Set<unknown>>();
+	const keep = (event: string | symbol, listener: unknown): void => {
+		let set = ours.get(event);
+		if (!set) {
+			set = new Set();
+			ours.set(event, set);
+		}
+
+		set.add(listener);
+	};
+
+	if (!takeExisting) {
+		for (const event of process.eventNames()) {
+			for (const listener of process.rawListeners(event)) {
+				keep(event, listener);
+			}
+		}
+	}
+
 	const holder: SignalListeners = {
 		v: 1,
 		held,
 		received: undefined,
 		owner: 'bootstrap',
 		ran: new Set(),
-		listenOurselves(signal, listener) {
-			original.on(signal, listener as Listener);
+		listenOurselves(event, listener) {
+			keep(event, listener);
+			original.on(event, listener as Listener);
 		},
 	};
 
@@ -125,22 +150,25 @@ export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): Si
 			return original.removeListener(event, listener);
 		},
 		removeAllListeners(event?: string | symbol) {
-			if (event !== undefined && SIGNALS.has(event)) {
-				// The app's only: ours keep the worker alive through the drain.
-				for (let index = held.length - 1; index >= 0; index--) {
-					if (held[index]!.signal === event) {
-						held.splice(index, 1);
+			// Like EventEmitter's, but ours stay: without them a worker would die
+			// of the next group signal, or never hear the drain.
+			for (const name of event === undefined ? process.eventNames() : [event]) {
+				if (SIGNALS.has(name)) {
+					for (let index = held.length - 1; index >= 0; index--) {
+						if (held[index]!.signal === name) {
+							held.splice(index, 1);
+						}
 					}
 				}
 
-				return process;
+				for (const listener of process.rawListeners(name)) {
+					if (!ours.get(name)?.has(listener)) {
+						original.removeListener(name, listener as Listener);
+					}
+				}
 			}
 
-			if (event === undefined) {
-				held.length = 0;
-			}
-
-			return original.removeAllListeners(event);
+			return process;
 		},
 	};
 	Object.assign(process, {...patch, addListener: patch.on, off: patch.removeListener});

@@ -1,8 +1,10 @@
 // Signals from every side: straight to a worker, to the whole process group, twice.
 import test from 'ava';
+import {readFileSync} from 'node:fs';
+import os from 'node:os';
 import {url} from '../../testkit/net.js';
-import {isAlive} from '../../testkit/proc.js';
-import {fixture, startCluster} from '../helpers/cluster.js';
+import {eventually, isAlive} from '../../testkit/proc.js';
+import {fixture, start, startCluster} from '../helpers/cluster.js';
 import {client} from '../helpers/http.js';
 
 test('a worker signalled directly keeps serving and waits for the primary', async t => {
@@ -109,4 +111,28 @@ test('SIGUSR2 reloads like SIGHUP: every worker replaced, none of them died of t
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());
 	t.is(app.lines.filter(line => line.msg === 'worker started').length, 4);
+});
+
+/** True once the process has a handler for `signal` (its SigCgt mask in /proc). */
+function catches(pid: number, signal: number): boolean {
+	try {
+		const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+		const mask = BigInt(`0x${/^SigCgt:\s*([\da-f]+)$/m.exec(status)![1]}`);
+		return (mask & (1n << BigInt(signal - 1))) !== 0n;
+	} catch {
+		return false;
+	}
+}
+
+test('a SIGTERM while the CLI is still loading is held and drains once the primary exists: exit 0, not 143', async t => {
+	const app = start(t, ['-w', '2', '--reject-period', '200ms', fixture('app.mjs')]);
+	// The first thing the CLI does is hold the signals; loading the rest takes
+	// longer. (Node itself catches SIGTERM from its start, to exit; SIGUSR2 is ours.)
+	t.true(await eventually(() => catches(app.pid, os.constants.signals.SIGUSR2), {timeout: 5000, interval: 1}));
+	app.kill('SIGTERM');
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	t.truthy(app.lines.find(line => line.msg === 'signal received while graceful-cluster was loading; acting on it now'), 'the held signal was handed over');
+	t.like(app.lines.find(line => line.msg === 'drain started'), {signal: 'SIGTERM', workers: 0});
+	t.falsy(app.lines.find(line => line.msg === 'worker started'), 'nothing was started');
 });

@@ -402,3 +402,45 @@ test('drain progress tells a worker without the helper from one that has not rep
 	p.clock.advance(1000);
 	t.like(p.line('drain progress'), {inflight: 4, workers: {[a!.id]: 'no helper', [b!.id]: 'no report', [c!.id]: 4}});
 });
+
+test('reload then drain: a worker still retiring is the drain\'s: killed at the drain\'s deadline (exit 3), not at its own', async t => {
+	const p = primary({workers: 1, settings: {...DEFAULT_SETTINGS, servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 5000}});
+	const [old] = p.serveAll();
+	old!.say({type: 'inflight', inflight: 1, served: 0, rejected: 0});
+	p.edges.signal('SIGHUP');
+	p.cluster.workers[1]!.attach().listen();
+	await flush();
+	t.deepEqual(old!.types, ['retire']);
+	p.clock.advance(1500);
+	p.edges.signal('SIGTERM');
+	p.cluster.workers[1]!.drained().exit(0);
+	// The retire deadline (5 s after the reload) would come first; the drain's decides.
+	p.clock.advance(3600);
+	t.deepEqual(old!.signals, [], 'not killed at the retire deadline');
+	p.clock.advance(1400);
+	t.deepEqual(old!.signals, ['SIGKILL']);
+	old!.exit(null, 'SIGKILL');
+	t.is(await p.done, ExitCode.DEADLINE);
+	t.like(p.line('drain finished'), {exitCode: 3, lost: [{worker: old!.id, killedFor: 'deadline'}]});
+});
+
+test('gone waits for both the exit and the channel, in either order', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.closeChannel();
+	t.is(p.code(), undefined, 'the channel closed first: still waiting for the exit');
+	a!.emit('exit', 0, null);
+	t.is(await p.done, ExitCode.WORKER_LOST, 'it never said it drained');
+});
+
+test('a worker that never listened is not a lost one: a group SIGTERM during start-up exits 0', async t => {
+	const p = primary();
+	p.edges.signal('SIGTERM');
+	for (const worker of p.cluster.workers) {
+		worker.exit(null, 'SIGTERM');
+	}
+
+	t.is(await p.done, ExitCode.OK);
+});
+

@@ -1,0 +1,68 @@
+/**
+ * The command after its signals are held (cli.ts): parse, start the primary,
+ * exit with the code it settles on (exit-codes.ts). No logic of its own.
+ */
+import {parseArgs, type ParseResult} from './args.js';
+import {UsageError} from './errors.js';
+import {ExitCode} from './exit-codes.js';
+import {createLogger, syncWriter} from './logger.js';
+import {Primary} from './primary/index.js';
+
+export interface EarlySignals {
+	/** Signals that came while the modules loaded, in order. */
+	readonly early: readonly NodeJS.Signals[];
+	/** Takes the holding handlers off; the primary's are on by then. */
+	release(): void;
+}
+
+export async function main({early, release}: EarlySignals): Promise<never> {
+	let result: ParseResult;
+	try {
+		result = parseArgs(process.argv.slice(2));
+	} catch (error) {
+		if (error instanceof UsageError) {
+			process.stderr.write(`graceful-cluster: ${error.message}\n`);
+			process.exit(ExitCode.USAGE);
+		}
+
+		throw error;
+	}
+
+	if (result.kind === 'print') {
+		process.stdout.write(`${result.text}\n`);
+		process.exit(ExitCode.OK);
+	}
+
+	const {options, workerCount} = result;
+	const stdout = syncWriter(1);
+	const stderr = syncWriter(2);
+	const logger = createLogger({role: 'primary', level: options.logLevel, destination: stdout});
+	// Its constructor installs the signal handlers; then the held ones go, and
+	// what came early is handed over, in order.
+	const primary = new Primary(options, {logger, stdout, stderr});
+	release();
+	for (const signal of early) {
+		logger.info({signal}, 'signal received while graceful-cluster was loading; acting on it now');
+		process.emit(signal, signal);
+	}
+
+	logger.info({
+		script: options.script,
+		args: options.args,
+		workers: options.workers,
+		workersFrom: workerCount ? workerCount.source : 'flag',
+		...(workerCount?.cpuLimit === undefined ? {} : {cpuLimit: workerCount.cpuLimit}),
+		availableParallelism: workerCount?.availableParallelism,
+		servePeriodMs: options.settings.servePeriodMs,
+		rejectPeriodMs: options.settings.rejectPeriodMs,
+		gracePeriodMs: options.settings.gracePeriodMs,
+	}, 'starting workers');
+
+	process.on('uncaughtException', error => {
+		logger.fatal({err: error}, 'graceful-cluster crashed; please report this');
+		process.exit(ExitCode.INTERNAL);
+	});
+
+	const code = await primary.run();
+	process.exit(code);
+}
