@@ -136,3 +136,13 @@ test('a SIGTERM while the CLI is still loading is held and drains once the prima
 	t.like(app.lines.find(line => line.msg === 'drain started'), {signal: 'SIGTERM', workers: 0});
 	t.falsy(app.lines.find(line => line.msg === 'worker started'), 'nothing was started');
 });
+
+test('an app that calls process.removeAllListeners() keeps the drain: a group SIGQUIT drains, the request in flight finishes', async t => {
+	const app = await startCluster(t, ['--reject-period', '300ms', '--grace-period', '10s'], fixture('removes-listeners.mjs'));
+	const slow = client(url(app.port, '/?ms=800'));
+	await app.waitForLog('fixture request started');
+	app.killGroup('SIGQUIT');
+	t.is((await slow).body, 'done');
+	t.is((await app.exited).code, 0, app.text());
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean'});
+});
