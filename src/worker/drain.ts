@@ -20,7 +20,8 @@ import {systemClock, TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {WorkerSettings} from '../settings.js';
 import type {Timeline} from '../timeline.js';
-import {Mode, type ServerFilter} from './filter.js';
+import {drainableKind, Mode, type DrainableServer, type ServerFilter} from './filter.js';
+import {Http2Filter, type Http2AnyServer, type RejectedStream} from './http2-filter.js';
 import {RequestFilter} from './request-filter.js';
 
 export type Phase =
@@ -145,10 +146,13 @@ export class ProcessDrain {
 		this.host = host;
 	}
 
-	addServer(server: Server): ServerFilter {
+	addServer(server: DrainableServer): ServerFilter {
 		const logger = this.logger;
 		const {keepAliveTimeoutMs} = this.settings;
-		if (keepAliveTimeoutMs > 0) {
+		const http2 = drainableKind(server) === 'http2';
+		// Keep-alive timeouts are HTTP/1.1's (an HTTP/2 session has no idle timeout unless the app sets one).
+		if (!http2 && keepAliveTimeoutMs > 0) {
+			server = server as Server;
 			server.keepAliveTimeout = keepAliveTimeoutMs;
 			// Node answers 408 to a client whose headers take longer than
 			// headersTimeout; below keepAliveTimeout that would hit an idle
@@ -162,20 +166,28 @@ export class ProcessDrain {
 			}
 		}
 
-		const filter = new RequestFilter(server, {
+		const debug = logger.isLevelEnabled('debug');
+		const options = {
 			retryAfterSeconds: this.settings.retryAfterSeconds,
 			readinessPath: this.settings.readinessPath,
 			livenessPath: this.settings.livenessPath,
 			// Only built when debug is on: at info, a rejected request costs no log call.
-			onReject: logger.isLevelEnabled('debug')
+			onReject: debug
 				? (request: IncomingMessage) => {
 					logger.debug({method: request.method, path: request.url, remote: request.socket.remoteAddress}, 'request rejected');
+				}
+				: undefined,
+			onRejectStream: debug
+				? (stream: RejectedStream) => {
+					logger.debug(stream, 'request rejected');
 				}
 				: undefined,
 			onIdle: () => {
 				this.closeIfIdle();
 			},
-		});
+		};
+		// HTTP/2 ends connections with GOAWAY, not `Connection: close`: a filter of its own.
+		const filter: ServerFilter = http2 ? new Http2Filter(server as Http2AnyServer, options) : new RequestFilter(server as Server, options);
 		this.filters.push(filter);
 		const covers = (): void => {
 			const address = server.address();

@@ -5,7 +5,10 @@
  * to this interface, never to the server's own close methods, because each
  * protocol stops differently (HTTP/1.1: `Connection: close`; HTTP/2: GOAWAY).
  */
-import type net from 'node:net';
+import http from 'node:http';
+import type {Http2SecureServer, Http2Server} from 'node:http2';
+import https from 'node:https';
+import net from 'node:net';
 
 /** What a filter does with a new request. Plain numbers: compared on the hot path. */
 export const Mode = {
@@ -43,4 +46,28 @@ export interface ServerFilter {
 	closeConnections(): void;
 	/** Takes the filter off; the server serves as if never attached. */
 	uninstall(): void;
+}
+
+/** Every server `attach()` can drain. */
+export type DrainableServer = http.Server | https.Server | Http2Server | Http2SecureServer;
+
+/**
+ * Which filter drains `server`: `'http1'` for `node:http` and `node:https`
+ * servers (RequestFilter), `'http2'` for `http2.createServer()` and
+ * `http2.createSecureServer()` ones, with or without `allowHTTP1`
+ * (Http2Filter); undefined for anything else. node:http2 does not export its
+ * server classes, and importing it would load it into every app: an HTTP/2
+ * server is the `net.Server` (or `tls.Server`) with `updateSettings()`, which
+ * only node:http2's two server classes define.
+ */
+export function drainableKind(server: unknown): 'http1' | 'http2' | undefined {
+	if (server instanceof http.Server || server instanceof https.Server) {
+		return 'http1';
+	}
+
+	if (server instanceof net.Server && typeof (server as Partial<Http2Server>).updateSettings === 'function') {
+		return 'http2';
+	}
+
+	return undefined;
 }

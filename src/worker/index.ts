@@ -7,7 +7,8 @@
  * plain `node server.js` the helper drains the process itself on SIGTERM/SIGINT,
  * with the same timeline read from `GRACEFUL_CLUSTER_*`.
  */
-import type {Server} from 'node:http';
+import net from 'node:net';
+import tls from 'node:tls';
 import {performance} from 'node:perf_hooks';
 import {createLogger, type Logger} from '../logger.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
@@ -16,6 +17,7 @@ import {UsageError} from '../errors.js';
 import {isDuplicateSignal, remaining, type Timeline} from '../timeline.js';
 import {getChannel, type WorkerChannel} from './channel.js';
 import {ProcessDrain, type PhaseName, type ShutdownHook} from './drain.js';
+import {drainableKind, type DrainableServer} from './filter.js';
 import {asHooks, getSignalListeners, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
 
@@ -190,14 +192,33 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
 	held.listenOurselves('SIGINT', onSignal);
 }
 
+/** What attach() was given, for its TypeError. */
+function describe(value: unknown): string {
+	if (value === null || value === undefined) {
+		return String(value);
+	}
+
+	if (typeof value === 'function') {
+		return 'a function (an Express or Koa app? pass the server that app.listen() returns)';
+	}
+
+	if (value instanceof net.Server) {
+		return `a ${value instanceof tls.Server ? 'tls' : 'net'}.Server, which is not an HTTP server`;
+	}
+
+	return typeof value === 'object' ? `an object (${value.constructor?.name ?? 'no prototype'})` : `a ${typeof value}`;
+}
+
 /**
- * Puts graceful-cluster's request filter in front of `server` (any `node:http` or
- * `node:https` server: raw, Express's `app.listen()`, `fastify.server`, Koa's
- * `app.listen()`). Call it once per server, before or after `listen()`.
+ * Puts graceful-cluster's request filter in front of `server`: any `node:http` or
+ * `node:https` server (raw, Express's `app.listen()`, `fastify.server`, Koa's
+ * `app.listen()`), or a `node:http2` one (`http2.createServer()`,
+ * `http2.createSecureServer()`, with or without `allowHTTP1`). Call it once per
+ * server, before or after `listen()`.
  */
-export function attach(server: Server): GracefulHandle {
-	if (!server || typeof server.emit !== 'function' || typeof server.close !== 'function') {
-		throw new TypeError('graceful-cluster: attach(server) takes a node:http Server, such as the one http.createServer() or app.listen() returns.');
+export function attach(server: DrainableServer): GracefulHandle {
+	if (drainableKind(server) === undefined) {
+		throw new TypeError(`graceful-cluster: attach(server) takes a server made by http.createServer(), https.createServer(), http2.createServer() or http2.createSecureServer() (or a framework's, such as Express's app.listen() or fastify.server); it got ${describe(server)}.`);
 	}
 
 	processDrain ??= setUp();

@@ -28,10 +28,10 @@ export interface FilterOptions {
 	readonly onIdle: () => void;
 }
 
-const REJECT_BODY = Buffer.from('Service Unavailable: the server is shutting down, retry the request.\n');
-const READY_BODY = Buffer.from('ready\n');
-const DRAINING_BODY = Buffer.from('draining\n');
-const ALIVE_BODY = Buffer.from('alive\n');
+export const REJECT_BODY = Buffer.from('Service Unavailable: the server is shutting down, retry the request.\n');
+export const READY_BODY = Buffer.from('ready\n');
+export const DRAINING_BODY = Buffer.from('draining\n');
+export const ALIVE_BODY = Buffer.from('alive\n');
 const QUESTION_MARK = 63;
 
 const installed = new WeakSet<Server>();
@@ -62,7 +62,7 @@ function hasBody(request: IncomingMessage): boolean {
 }
 
 /** True when `url` is `path` or `path?query`. An empty path never matches (probe turned off). */
-function isPath(url: string, path: string): boolean {
+export function isPath(url: string, path: string): boolean {
 	return path !== '' && url.startsWith(path) && (url.length === path.length || url.charCodeAt(path.length) === QUESTION_MARK);
 }
 

@@ -1,0 +1,149 @@
+// HTTP/2 and TLS servers under the real CLI: node:http2's client (h2c and TLS)
+// and got over HTTPS, with a certificate made here. SIGTERM: the shutdown
+// notice on every session, the 503 without connection headers, the stream in
+// flight whole, exit 0 in time. SIGHUP: the retiring worker's sessions closed.
+import test, {type ExecutionContext} from 'ava';
+import https from 'node:https';
+import got from 'got';
+import {fixture, startCluster} from '../helpers/cluster.js';
+import {connect, makeCertificate, MAX_STREAM_ID, type TestCertificate} from '../helpers/http2.js';
+
+const REJECT_MS = 2000;
+const SLOW_MS = 3500;
+const GRACE_MS = 15_000;
+
+type Kind = 'h2c' | 'h2' | 'h2-http1' | 'https';
+
+/** HTTP/1.1 over TLS, one connection per request, the test certificate trusted. */
+function httpsClient(cert: TestCertificate) {
+	return got.extend({
+		retry: {limit: 0},
+		throwHttpErrors: false,
+		timeout: {request: 20_000},
+		https: {certificateAuthority: cert.cert},
+		agent: {https: new https.Agent({keepAlive: false})},
+	});
+}
+
+async function start(t: ExecutionContext, kind: Kind, {api = 'request', options = []}: {api?: 'request' | 'stream'; options?: string[]} = {}) {
+	const cert = kind === 'h2c' ? undefined : makeCertificate(t);
+	const app = await startCluster(t, ['--reject-period', `${REJECT_MS}ms`, '--grace-period', `${GRACE_MS}ms`, ...options], fixture('http2.mjs'), {
+		workers: 1,
+		env: {FIXTURE_SERVER: kind, FIXTURE_API: api, ...(cert ? {TLS_KEY: cert.keyPath, TLS_CERT: cert.certPath} : {})},
+	});
+	return Object.assign(app, {cert});
+}
+
+function assertCleanExit(t: ExecutionContext, app: Awaited<ReturnType<typeof start>>, code: number | null, ms: number): void {
+	t.is(code, 0, app.text());
+	t.true(ms >= REJECT_MS, `exited ${ms} ms after SIGTERM: never before the reject phase ends`);
+	t.true(ms < SLOW_MS + 3000, `exited ${ms} ms after SIGTERM: soon after the slow stream`);
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0});
+	t.deepEqual(app.lines.filter(line => line.level === 'error' || line.level === 'fatal'), [], 'no error lines');
+	t.deepEqual(app.lines.filter(line => line.msg === 'fixture warning'), [], 'no process warning (UnsupportedWarning)');
+	t.notRegex(app.text(), /UnsupportedWarning|closeAllConnections/);
+}
+
+const H2: Array<{kind: Exclude<Kind, 'https'>; api: 'request' | 'stream'}> = [
+	{kind: 'h2c', api: 'request'},
+	{kind: 'h2c', api: 'stream'},
+	{kind: 'h2', api: 'request'},
+	{kind: 'h2-http1', api: 'request'},
+];
+
+for (const {kind, api} of H2) {
+	test.serial(`${kind}, ${api} API: SIGTERM sends the shutdown notice then the final GOAWAY, new streams get a 503 without connection headers, the stream in flight completes, exit 0`, async t => {
+		t.timeout(40_000);
+		const app = await start(t, kind, {api});
+		const ca = app.cert?.cert;
+		const before = connect(t, app.port, ca);
+		t.like(await before.request('/readyz'), {status: 200});
+		t.like(await before.request('/'), {status: 200, body: 'hello'});
+		const slow = before.request(`/slow?ms=${SLOW_MS}`);
+		await app.waitForLog('fixture request started');
+
+		const signalledAt = Date.now();
+		app.kill('SIGTERM');
+		const notice = await before.goaway();
+		t.is(notice.code, 0);
+		t.is(notice.lastStreamID, MAX_STREAM_ID, 'first the shutdown notice');
+		const final = await before.goaway(2);
+		t.is(final.code, 0);
+		t.is(final.lastStreamID, 5, 'then the final GOAWAY with the real last stream id (the slow one)');
+
+		await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests');
+		const during = connect(t, app.port, ca);
+		t.like(await during.request('/readyz'), {status: 503});
+		t.like(await during.request('/livez'), {status: 200});
+		const rejected = await during.request('/');
+		t.is(rejected.status, 503);
+		t.is(rejected.headers['retry-after'], '1');
+		t.is(rejected.headers['cache-control'], 'no-store');
+		t.is(rejected.headers['connection'], undefined);
+		t.regex(rejected.body, /shutting down/);
+
+		if (kind === 'h2-http1') {
+			// HTTP/1.1 on the same port gets the HTTP/1.1 treatment.
+			const response = await httpsClient(app.cert!)(`https://localhost:${app.port}/`);
+			t.is(response.httpVersion, '1.1');
+			t.is(response.statusCode, 503);
+			t.is(response.headers.connection, 'close');
+			t.is(response.headers['retry-after'], '1');
+		}
+
+		const done = await slow;
+		t.is(done.status, 200);
+		t.is(done.body.length, 100_000, 'the stream in flight, whole');
+		await before.closed;
+		const exit = await app.exited;
+		assertCleanExit(t, app, exit.code, Date.now() - signalledAt);
+	});
+}
+
+test.serial('https.createServer(): served over HTTP/1.1 with TLS, drained with Connection: close and the 503, exit 0', async t => {
+	t.timeout(40_000);
+	const app = await start(t, 'https');
+	const client = httpsClient(app.cert!);
+	const base = `https://localhost:${app.port}`;
+	const keepAlive = new https.Agent({keepAlive: true});
+	t.teardown(() => {
+		keepAlive.destroy();
+	});
+	const first = await client(`${base}/`, {agent: {https: keepAlive}});
+	t.is(first.statusCode, 200);
+	t.is(first.body, 'hello');
+	t.is(first.headers['keep-alive'], 'timeout=65', '--keep-alive-timeout reached the https server');
+	const slow = client(`${base}/slow?ms=${SLOW_MS}`);
+	await app.waitForLog('fixture request started');
+	const signalledAt = Date.now();
+	app.kill('SIGTERM');
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests');
+	const rejected = await client(`${base}/`);
+	t.is(rejected.statusCode, 503);
+	t.is(rejected.headers.connection, 'close');
+	t.is(rejected.headers['retry-after'], '1');
+	const done = await slow;
+	t.is(done.statusCode, 200);
+	t.is(done.headers.connection, 'close');
+	t.is(done.body.length, 100_000);
+	const exit = await app.exited;
+	assertCleanExit(t, app, exit.code, Date.now() - signalledAt);
+});
+
+test.serial('h2c, SIGHUP: the retiring worker notifies its sessions at once and closes them when its linger ends; the new worker serves', async t => {
+	t.timeout(40_000);
+	const app = await start(t, 'h2c');
+	const old = connect(t, app.port);
+	t.like(await old.request('/'), {status: 200});
+	const reloadAt = Date.now();
+	app.kill('SIGHUP');
+	await app.waitForLog('retiring: replaced by a new worker');
+	t.like(await old.goaway(), {code: 0, lastStreamID: MAX_STREAM_ID});
+	const closedAt = await old.closed;
+	t.true(closedAt - reloadAt < 5000, `the old session closed ${closedAt - reloadAt} ms after SIGHUP`);
+	await app.waitForLog('reload finished');
+	t.like(await connect(t, app.port).request('/'), {status: 200, body: 'hello'});
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+	t.deepEqual(app.lines.filter(line => line.level === 'error' || line.level === 'fatal'), []);
+});

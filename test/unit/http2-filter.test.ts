@@ -1,0 +1,311 @@
+// The HTTP/2 filter in-process: real node:http2 servers on port 0, node:http2's
+// client (h2c and TLS), got for HTTP/1.1 over TLS (allowHTTP1).
+import test, {type ExecutionContext} from 'ava';
+import {once} from 'node:events';
+import http from 'node:http';
+import http2, {type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Stream} from 'node:http2';
+import https from 'node:https';
+import net from 'node:net';
+import tls from 'node:tls';
+import got from 'got';
+import {drainableKind} from '../../src/worker/filter.js';
+import {Http2Filter, SHUTDOWN_NOTICE_MS, type Http2AnyServer, type RejectedStream} from '../../src/worker/http2-filter.js';
+import {Mode} from '../../src/worker/request-filter.js';
+import {attach} from '../../src/worker/index.js';
+import {connect, makeCertificate, MAX_STREAM_ID, type TestCertificate} from '../helpers/http2.js';
+
+type Api = 'request' | 'stream';
+
+interface Rig {
+	server: Http2AnyServer;
+	filter: Http2Filter;
+	port: number;
+	/** Paths the app saw. */
+	seen: string[];
+	/** Ends the held /hold* response for `path`. */
+	release(path: string): void;
+	/** Resolves once the app holds `path`. */
+	held(path: string): Promise<void>;
+	rejectedStreams: RejectedStream[];
+	rejectedHttp1: string[];
+	idleCalls: number;
+	warnings: Error[];
+}
+
+/**
+ * An app answering `app` at once and holding /hold* until released, on the
+ * compatibility API or on raw streams, behind an Http2Filter.
+ */
+async function rig(t: ExecutionContext, {api = 'request', tlsCert, allowHTTP1 = false}: {api?: Api; tlsCert?: TestCertificate; allowHTTP1?: boolean} = {}): Promise<Rig> {
+	const seen: string[] = [];
+	const holding = new Map<string, () => void>();
+	const waiting = new Map<string, () => void>();
+	const hold = (path: string, end: () => void): void => {
+		holding.set(path, end);
+		waiting.get(path)?.();
+	};
+
+	const server: Http2AnyServer = tlsCert ? http2.createSecureServer({key: tlsCert.key, cert: tlsCert.cert, allowHTTP1}) : http2.createServer();
+	if (api === 'request') {
+		server.on('request', (request: Http2ServerRequest, response: Http2ServerResponse) => {
+			seen.push(request.url);
+			if (request.url.startsWith('/hold')) {
+				hold(request.url, () => response.end('released'));
+				return;
+			}
+
+			response.end('app');
+		});
+	} else {
+		server.on('stream', (stream: ServerHttp2Stream, headers) => {
+			const path = String(headers[':path']);
+			seen.push(path);
+			stream.on('error', () => undefined);
+			if (path.startsWith('/hold')) {
+				hold(path, () => {
+					stream.respond({':status': 200});
+					stream.end('released');
+				});
+				return;
+			}
+
+			stream.respond({':status': 200});
+			stream.end('app');
+		});
+	}
+
+	const warnings: Error[] = [];
+	const onWarning = (warning: Error): void => {
+		warnings.push(warning);
+	};
+
+	process.on('warning', onWarning);
+	const state = {rejectedStreams: [] as RejectedStream[], rejectedHttp1: [] as string[], idleCalls: 0};
+	const filter = new Http2Filter(server, {
+		retryAfterSeconds: 7,
+		readinessPath: '/readyz',
+		livenessPath: '/livez',
+		onReject: request => state.rejectedHttp1.push(request.url!),
+		onRejectStream: stream => state.rejectedStreams.push(stream),
+		onIdle() {
+			state.idleCalls++;
+		},
+	});
+	server.listen(0, '127.0.0.1');
+	await once(server, 'listening');
+	t.teardown(() => {
+		process.off('warning', onWarning);
+		filter.closeConnections();
+		server.close();
+	});
+	return Object.assign(state, {
+		server,
+		filter,
+		port: (server.address() as net.AddressInfo).port,
+		seen,
+		warnings,
+		release(path: string) {
+			holding.get(path)!();
+		},
+		async held(path: string) {
+			if (!holding.has(path)) {
+				await new Promise<void>(resolve => {
+					waiting.set(path, resolve);
+				});
+			}
+		},
+	});
+}
+
+test('drainableKind: node:http and node:https servers are http1; every node:http2 server is http2; anything else undefined', t => {
+	t.is(drainableKind(http.createServer()), 'http1');
+	t.is(drainableKind(https.createServer()), 'http1');
+	t.is(drainableKind(http2.createServer()), 'http2');
+	t.is(drainableKind(http2.createSecureServer()), 'http2');
+	t.is(drainableKind(http2.createSecureServer({allowHTTP1: true})), 'http2');
+	t.is(drainableKind(net.createServer()), undefined);
+	t.is(drainableKind(tls.createServer()), undefined);
+	t.is(drainableKind({emit() {/* */}, close() {/* */}}), undefined);
+	t.is(drainableKind(undefined), undefined);
+});
+
+test('attach() on anything it cannot drain throws a TypeError at the call, naming what it takes and what it got', t => {
+	const accepts = /takes a server made by http\.createServer\(\), https\.createServer\(\), http2\.createServer\(\) or http2\.createSecureServer\(\)/;
+	const cases: Array<[unknown, RegExp]> = [
+		[net.createServer(), /got a net\.Server, which is not an HTTP server/],
+		[tls.createServer(), /got a tls\.Server/],
+		[{emit() {/* */}, close() {/* */}}, /got an object \(Object\)/],
+		[() => undefined, /got a function \(an Express or Koa app\?/],
+		[undefined, /got undefined/],
+	];
+	for (const [value, got] of cases) {
+		const error = t.throws(() => attach(value as http.Server), {instanceOf: TypeError});
+		t.regex(error.message, accepts);
+		t.regex(error.message, got);
+	}
+});
+
+for (const api of ['request', 'stream'] as const) {
+	test(`${api} API, h2c: serving, probes answered; draining, GOAWAY(NO_ERROR, 2^31-1) at once, in-flight streams finish, new streams get the 503 without connection headers or warnings`, async t => {
+		const r = await rig(t, {api});
+		const before = connect(t, r.port);
+		t.like(await before.request('/readyz'), {status: 200, body: 'ready\n'});
+		t.like(await before.request('/livez'), {status: 200, body: 'alive\n'});
+		t.like(await before.request('/'), {status: 200, body: 'app'});
+		t.deepEqual(r.seen, ['/'], 'the probes never reach the app');
+
+		const inFlight = before.request('/hold1');
+		await r.held('/hold1');
+		t.is(r.filter.inflight, 1);
+		t.is(r.filter.sessionCount, 1);
+
+		r.filter.setMode(Mode.REJECT);
+		const notice = await before.goaway();
+		t.is(notice.code, 0);
+		t.is(notice.lastStreamID, MAX_STREAM_ID, 'the shutdown notice refuses nothing yet');
+
+		// A new connection: told at once too, and its stream gets the drain 503.
+		const during = connect(t, r.port);
+		const rejected = await during.request('/?x=1', {method: 'POST', body: 'payload'});
+		t.is(rejected.status, 503);
+		t.is(rejected.headers['retry-after'], '7');
+		t.is(rejected.headers['content-type'], 'text/plain; charset=utf-8');
+		t.is(rejected.headers['cache-control'], 'no-store');
+		t.is(rejected.headers['connection'], undefined);
+		t.regex(rejected.body, /shutting down/);
+		t.like(await during.goaway(), {code: 0, lastStreamID: MAX_STREAM_ID});
+		t.deepEqual(r.rejectedStreams, [{method: 'POST', path: '/?x=1', remote: '127.0.0.1'}]);
+		t.is(r.filter.rejected, 1);
+
+		// The stream in flight completes whole.
+		r.release('/hold1');
+		t.like(await inFlight, {status: 200, body: 'released'});
+		t.is(r.filter.inflight, 0);
+		t.is(r.filter.served, 1);
+		t.is(r.idleCalls, 1);
+		t.deepEqual(r.seen, ['/', '/hold1'], 'the rejected stream never reached the app');
+		t.deepEqual(r.warnings.map(warning => warning.name), [], 'no UnsupportedWarning, no warning at all');
+	});
+}
+
+test('readiness answers 503 while draining, 200 while retiring; liveness 200 throughout', async t => {
+	const r = await rig(t);
+	r.filter.setMode(Mode.DRAIN_SERVE);
+	t.like(await connect(t, r.port).request('/readyz'), {status: 503, body: 'draining\n'});
+	t.like(await connect(t, r.port).request('/livez'), {status: 200});
+	t.like(await connect(t, r.port).request('/'), {status: 200, body: 'app'}, 'the serve phase serves');
+	const r2 = await rig(t);
+	r2.filter.setMode(Mode.RETIRE);
+	t.like(await connect(t, r2.port).request('/readyz?full'), {status: 200});
+	t.like(await connect(t, r2.port).request('/readyz', {method: 'HEAD'}), {status: 200, body: ''});
+});
+
+test('stopAccepting: the final GOAWAY with the last stream id; the stream in flight finishes, then the session closes; closeConnections destroys what is left', async t => {
+	const r = await rig(t);
+	const busy = connect(t, r.port);
+	const idle = connect(t, r.port);
+	t.like(await idle.request('/'), {status: 200});
+	const inFlight = busy.request('/hold');
+	await r.held('/hold');
+	r.filter.setMode(Mode.REJECT);
+	await busy.goaway();
+	r.filter.stopAccepting(false);
+	const final = await busy.goaway(2);
+	t.is(final.code, 0);
+	t.is(final.lastStreamID, 1, 'the real last stream id');
+	t.false(r.server.listening);
+	// The idle session closes at once; the busy one once its stream is done.
+	await idle.closed;
+	t.is(r.filter.sessionCount, 1);
+	r.release('/hold');
+	t.like(await inFlight, {status: 200, body: 'released'});
+	await busy.closed;
+	t.is(r.filter.sessionCount, 0);
+	t.notThrows(() => {
+		r.filter.closeConnections();
+	});
+});
+
+test('retiring: the shutdown notice at once, sessions kept through the linger, destroyed by closeConnections', async t => {
+	const r = await rig(t);
+	const client = connect(t, r.port);
+	t.like(await client.request('/'), {status: 200});
+	r.filter.setMode(Mode.RETIRE);
+	t.like(await client.goaway(), {lastStreamID: MAX_STREAM_ID});
+	r.filter.stopAccepting(true);
+	t.false(r.server.listening);
+	t.is(r.filter.sessionCount, 1, 'kept through the linger');
+	r.filter.closeConnections();
+	await client.closed;
+	t.is(r.filter.sessionCount, 0);
+});
+
+test('TLS with allowHTTP1: HTTP/2 streams and HTTP/1.1 requests each get their own drain', async t => {
+	const cert = makeCertificate(t);
+	const r = await rig(t, {tlsCert: cert, allowHTTP1: true});
+	const h1 = got.extend({retry: {limit: 0}, throwHttpErrors: false, https: {certificateAuthority: cert.cert}, agent: {https: new https.Agent({keepAlive: false})}});
+	const base = `https://localhost:${r.port}`;
+	const h2 = connect(t, r.port, cert.cert);
+	t.like(await h2.request('/'), {status: 200, body: 'app'});
+	const one = await h1(`${base}/`);
+	t.is(one.statusCode, 200);
+	t.is(one.httpVersion, '1.1');
+	t.is(one.body, 'app');
+
+	// Serve phase: HTTP/1.1 gets Connection: close, HTTP/2 a GOAWAY and no Connection header.
+	r.filter.setMode(Mode.DRAIN_SERVE);
+	const served = await h1(`${base}/`);
+	t.is(served.statusCode, 200);
+	t.is(served.headers.connection, 'close');
+	t.like(await h2.goaway(), {lastStreamID: MAX_STREAM_ID});
+	const h2b = connect(t, r.port, cert.cert);
+	const servedH2 = await h2b.request('/');
+	t.is(servedH2.status, 200);
+	t.is(servedH2.headers['connection'], undefined);
+
+	// Reject phase.
+	r.filter.setMode(Mode.REJECT);
+	const rejected = await h1(`${base}/h1`);
+	t.is(rejected.statusCode, 503);
+	t.is(rejected.headers.connection, 'close');
+	t.is(rejected.headers['retry-after'], '7');
+	const rejectedH2 = await connect(t, r.port, cert.cert).request('/h2');
+	t.is(rejectedH2.status, 503);
+	t.is(rejectedH2.headers['retry-after'], '7');
+	t.is(rejectedH2.headers['connection'], undefined);
+	t.deepEqual(r.rejectedHttp1, ['/h1']);
+	t.is(r.rejectedStreams.length, 1);
+	t.is(r.filter.rejected, 2);
+	t.is(r.filter.served, 2);
+	r.filter.stopAccepting(false);
+	t.notThrows(() => {
+		r.filter.closeConnections();
+	}, 'no closeAllConnections TypeError');
+	t.deepEqual(r.warnings.map(warning => warning.name), []);
+});
+
+test('a second filter on the same server throws; uninstall gives the server back', async t => {
+	const r = await rig(t);
+	t.throws(() => new Http2Filter(r.server, {retryAfterSeconds: 1, readinessPath: '/readyz', livenessPath: '/livez', onIdle() {/* */}}), {instanceOf: TypeError, message: /already called/});
+	r.filter.setMode(Mode.REJECT);
+	r.filter.uninstall();
+	t.like(await connect(t, r.port).request('/readyz'), {status: 200, body: 'app'}, 'no longer filtered');
+});
+
+test('the final GOAWAY follows the notice SHUTDOWN_NOTICE_MS later; a stream racing the notice on an idle session is refused then (safe to retry), never left hanging', async t => {
+	const r = await rig(t);
+	const client = connect(t, r.port);
+	t.like(await client.request('/'), {status: 200});
+	// The client sends before the notice reaches it.
+	const racing = client.request('/race');
+	r.filter.setMode(Mode.DRAIN_SERVE);
+	const notice = await client.goaway();
+	t.is(notice.lastStreamID, MAX_STREAM_ID);
+	const final = await client.goaway(2);
+	t.is(final.lastStreamID, 1, 'the racing stream 3 was not processed');
+	t.true(final.at - notice.at >= SHUTDOWN_NOTICE_MS - 50, `${final.at - notice.at} ms between the two`);
+	const error = await t.throwsAsync(racing);
+	t.regex(String(error?.message), /REFUSED_STREAM/);
+	t.deepEqual(r.seen, ['/']);
+	await client.closed;
+});
