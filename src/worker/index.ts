@@ -18,8 +18,19 @@ import {getChannel, type WorkerChannel} from './channel.js';
 import {ProcessDrain, type PhaseName, type ShutdownHook} from './drain.js';
 import {asHooks, getSignalListeners, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
+import {isMetricsRegistry, sendFinalMetrics, shareMetrics, type MetricsRegistry} from './metrics.js';
 
 export type {PhaseName, ShutdownHook} from './drain.js';
+export type {MetricsRegistry} from './metrics.js';
+
+export interface AttachOptions {
+	/**
+	 * The app's prom-client registry (`client.register`, or any `Registry`): its
+	 * metrics join the primary's `/metrics` (with `--metrics`), summed over the
+	 * workers as prom-client's `AggregatorRegistry` does. Ignored in standalone mode.
+	 */
+	readonly metricsRegistry?: MetricsRegistry;
+}
 
 export interface GracefulHandle {
 	/**
@@ -103,10 +114,13 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		hooksStarting(served, rejected, proceed) {
 			// Acknowledged before the first hook: a hook's process.exit() cannot
 			// overtake it, so the primary knows no request was lost.
-			channel.send({type: 'hooks', served, rejected}, proceed);
+			// The app's metrics go first: a hook's process.exit() must not lose them.
+			void sendFinalMetrics(channel).then(() => {
+				channel.send({type: 'hooks', served, rejected}, proceed);
+			});
 		},
 		finish(summary) {
-			void flushOutput().then(() => {
+			void flushOutput().then(async () => sendFinalMetrics(channel)).then(() => {
 				logger.info(summary, 'worker drained');
 				// Exit only once the primary has the message: it tells a drained worker
 				// from one that crashed by this message alone.
@@ -195,13 +209,23 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
  * `node:https` server: raw, Express's `app.listen()`, `fastify.server`, Koa's
  * `app.listen()`). Call it once per server, before or after `listen()`.
  */
-export function attach(server: Server): GracefulHandle {
+export function attach(server: Server, options: AttachOptions = {}): GracefulHandle {
 	if (!server || typeof server.emit !== 'function' || typeof server.close !== 'function') {
 		throw new TypeError('graceful-cluster: attach(server) takes a node:http Server, such as the one http.createServer() or app.listen() returns.');
 	}
 
+	const {metricsRegistry} = options;
+	if (metricsRegistry !== undefined && !isMetricsRegistry(metricsRegistry)) {
+		throw new TypeError('graceful-cluster: attach(server, {metricsRegistry}) takes a prom-client Registry (client.register, or new client.Registry()).');
+	}
+
 	processDrain ??= setUp();
 	const drain = processDrain;
+	const channel = getChannel();
+	if (metricsRegistry && channel) {
+		shareMetrics(channel, metricsRegistry);
+	}
+
 	const filter = drain.addServer(server);
 	const handle: GracefulHandle = {
 		onShutdown(hook) {
