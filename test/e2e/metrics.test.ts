@@ -38,7 +38,9 @@ async function status(port: number): Promise<Record<string, any>> { // eslint-di
 
 async function metricsCluster(t: Parameters<typeof start>[0], options: string[] = [], workers = 2) {
 	const metricsPort = await freePort();
-	const app = await startCluster(t, ['--metrics', `127.0.0.1:${metricsPort}`, ...options], APP, {workers});
+	// A short reject phase unless the test wants its own: the exit is not what these tests are about.
+	const reject = options.includes('--reject-period') ? [] : ['--reject-period', '300ms'];
+	const app = await startCluster(t, ['--metrics', `127.0.0.1:${metricsPort}`, ...reject, ...options], APP, {workers});
 	return Object.assign(app, {metricsPort});
 }
 
