@@ -15,7 +15,7 @@ import yargs from 'yargs';
 import {UsageError} from './errors.js';
 import {EXIT_CODE_MEANINGS, ExitCode} from './exit-codes.js';
 import {LOG_LEVELS} from './logger.js';
-import type {PrimaryOptions} from './primary/index.js';
+import type {MetricsAddress, PrimaryOptions} from './primary/index.js';
 import {defaultWorkerCount, type WorkerCount} from './primary/cpu.js';
 import {formatDuration} from './duration.js';
 import {DEFAULT_SETTINGS, envName, parseDurationSetting, readSettings, SETTING_FLAGS} from './settings.js';
@@ -25,7 +25,7 @@ const MAX_WORKERS = 1024;
 const ENV_PREFIX = 'GRACEFUL_CLUSTER';
 
 export type ParseResult =
-	| {readonly kind: 'run'; readonly options: PrimaryOptions; readonly workerCount: WorkerCount | undefined}
+	| {readonly kind: 'run'; readonly options: PrimaryOptions; readonly workerCount: WorkerCount | undefined; readonly logFormat: LogFormat | undefined}
 	| {readonly kind: 'print'; readonly text: string};
 
 /** What an option's value is: the label `--help` shows, and how errors name it. */
@@ -35,6 +35,8 @@ const VALUE_KINDS = {
 	seconds: 'a whole number of seconds',
 	path: 'a request path',
 	level: `a log level (${LOG_LEVELS.join(', ')})`,
+	address: 'a port, or host:port (9091, 127.0.0.1:9091, [::1]:9091)',
+	format: 'a log format (json, pretty)',
 } as const;
 
 interface OptionSpec {
@@ -65,7 +67,26 @@ const OPTIONS: Readonly<Record<string, OptionSpec>> = {
 	'max-restart-delay': {kind: 'duration', default: '15s', description: 'cap on the restart delay'},
 	'backoff-reset': {kind: 'duration', default: '30s', description: 'a worker that stays up this long starts its slot\'s restart delay over'},
 	'log-level': {kind: 'level', default: 'info', description: LOG_LEVELS.join(', ')},
+	'log-format': {kind: 'format', example: 'pretty', defaultText: 'json; pretty on a terminal', description: 'json (JSON lines) or pretty (one coloured line per event; no colour with NO_COLOR)'},
+	metrics: {kind: 'address', example: '9091', defaultText: 'off', description: 'serve GET /metrics (Prometheus) and GET /status on this port from the primary; a bare port binds every interface'},
 };
+
+export const LOG_FORMATS = ['json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+/**
+ * `--metrics`: `9091` (every interface), `127.0.0.1:9091`, `[::1]:9091`,
+ * `localhost:9091`. A UsageError naming the flag otherwise.
+ */
+export function parseMetricsAddress(text: string): MetricsAddress {
+	const match = /^(?:(?:\[([0-9a-fA-F:.]+)\]|([\w.-]+)):)?(\d{1,5})$/.exec(text.trim());
+	const port = match ? Number(match[3]) : Number.NaN;
+	if (!match || port < 1 || port > 65_535) {
+		throw new UsageError(`--metrics (GRACEFUL_CLUSTER_METRICS): "${text}" is not ${VALUE_KINDS.address}, with a port from 1 to 65535. Write --metrics 9091, or --metrics 127.0.0.1:9091 to keep it local.`);
+	}
+
+	return {host: match[1] ?? match[2], port};
+}
 
 /** The flags that take no value; yargs' `.env()` would read them from variables too. */
 const FLAG_ONLY: Readonly<Record<string, {readonly flag: string; readonly prints: 'help' | 'version'}>> = {
@@ -362,6 +383,12 @@ export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseRe
 		throw new UsageError(`--log-level (GRACEFUL_CLUSTER_LOG_LEVEL): "${logLevel}" is not a level. Use one of ${LOG_LEVELS.join(', ')}.`);
 	}
 
+	const logFormat = parsed['log-format'] === undefined ? undefined : string('log-format');
+	if (logFormat !== undefined && !(LOG_FORMATS as readonly string[]).includes(logFormat)) {
+		throw new UsageError(`--log-format (GRACEFUL_CLUSTER_LOG_FORMAT): "${logFormat}" is not a format. Use json or pretty (left out: json, or pretty when stdout is a terminal).`);
+	}
+
+	const metrics = parsed['metrics'] === undefined ? undefined : parseMetricsAddress(string('metrics'));
 	const workersText = parsed['workers'];
 	const workerCount = workersText === undefined ? defaultWorkerCount() : undefined;
 	const workers = workerCount ? workerCount.count : positiveInt('workers', String(workersText), MAX_WORKERS);
@@ -376,6 +403,7 @@ export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseRe
 		restartDelayMs: parseDurationSetting('restart-delay', string('restart-delay')),
 		maxRestartDelayMs: parseDurationSetting('max-restart-delay', string('max-restart-delay')),
 		backoffResetMs: parseDurationSetting('backoff-reset', string('backoff-reset')),
+		metrics,
 	};
-	return {kind: 'run', options, workerCount};
+	return {kind: 'run', options, workerCount, logFormat: logFormat as LogFormat | undefined};
 }

@@ -24,7 +24,7 @@ export interface LoggerOptions {
  * lines and the workers' forwarded lines through one such writer per stream, so
  * a line can never land inside another that is still being written.
  */
-export const syncWriter = (fd: 1 | 2) => pino.destination({dest: fd, sync: true});
+export const syncWriter = (fd: 1 | 2): DestinationStream => pino.destination({dest: fd, sync: true});
 
 export function createLogger({role, level, workerId, destination}: LoggerOptions): Logger {
 	return pino({

@@ -7,6 +7,7 @@ import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
 import {createLogger, syncWriter} from './logger.js';
 import {Primary} from './primary/index.js';
+import {chooseLogFormat, prettySink} from './primary/log-format.js';
 
 export interface EarlySignals {
 	/** Signals that came while the modules loaded, in order. */
@@ -34,7 +35,8 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 	}
 
 	const {options, workerCount} = result;
-	const stdout = syncWriter(1);
+	const logFormat = chooseLogFormat(result.logFormat, process.stdout.isTTY === true, process.env);
+	const stdout = logFormat.format === 'pretty' ? await prettySink(syncWriter(1), logFormat.colorize) : syncWriter(1);
 	const stderr = syncWriter(2);
 	const logger = createLogger({role: 'primary', level: options.logLevel, destination: stdout});
 	// Its constructor installs the signal handlers; then the held ones go, and
@@ -62,6 +64,20 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		logger.fatal({err: error}, 'graceful-cluster crashed; please report this');
 		process.exit(ExitCode.INTERNAL);
 	});
+
+	if (options.metrics) {
+		try {
+			await primary.serveMetrics(options.metrics);
+		} catch (error) {
+			// Nothing has started yet: a bad --metrics is bad input.
+			if (error instanceof UsageError) {
+				process.stderr.write(`graceful-cluster: ${error.message}\n`);
+				process.exit(ExitCode.USAGE);
+			}
+
+			throw error;
+		}
+	}
 
 	const code = await primary.run();
 	process.exit(code);

@@ -73,8 +73,46 @@ export interface DrainedMessage {
 	readonly durationMs: number;
 }
 
-export type ToWorker = DrainMessage | RetireMessage;
-export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | HooksMessage | DrainedMessage;
+/**
+ * Primary -> worker: a scrape of `/metrics` wants the app's metrics (`attach(server,
+ * {metricsRegistry})`). Answered with a `metrics` message carrying the same `id`.
+ */
+export interface MetricsRequestMessage {
+	readonly type: 'metrics-request';
+	readonly id: number;
+}
+
+/**
+ * Worker -> primary: the app registry's `getMetricsAsJSON()`, the shape prom-client's
+ * `AggregatorRegistry.aggregate` takes (`[]` when the app gave no registry). `id` 0:
+ * unasked, the final values of a worker leaving on purpose, sent before `drained`.
+ */
+export interface MetricsMessage {
+	readonly type: 'metrics';
+	readonly id: number;
+	readonly metrics: readonly MetricJson[];
+}
+
+/** One metric as prom-client's `getMetricsAsJSON()` gives it (the fields the aggregation reads). */
+export interface MetricJson {
+	readonly name: string;
+	readonly help: string;
+	readonly type: MetricType;
+	readonly aggregator: Aggregator;
+	/** `value` is null where the app's was NaN or ±Infinity: JSON has no such numbers. */
+	readonly values: ReadonlyArray<{readonly value: number | null; readonly labels: Readonly<Record<string, string | number>>; readonly metricName?: string}>;
+}
+
+export const METRIC_TYPES = ['counter', 'gauge', 'histogram', 'summary'] as const;
+export type MetricType = (typeof METRIC_TYPES)[number];
+/** prom-client's aggregators (lib/metricAggregators.js). */
+export const AGGREGATORS = ['sum', 'first', 'min', 'max', 'average', 'omit'] as const;
+export type Aggregator = (typeof AGGREGATORS)[number];
+
+/** The drain or retire instruction: the primary's "leave". */
+export type LeaveMessage = DrainMessage | RetireMessage;
+export type ToWorker = LeaveMessage | MetricsRequestMessage;
+export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | HooksMessage | DrainedMessage | MetricsMessage;
 export type Message = ToWorker | ToPrimary;
 
 export function envelope(message: Message): Record<string, unknown> {
@@ -86,11 +124,56 @@ export type Parsed<T> =
 	| {readonly kind: 'foreign'}
 	| {readonly kind: 'invalid'; readonly reason: string};
 
-type FieldKind = 'count' | 'text';
+type FieldKind = 'count' | 'text' | 'metrics';
+
+/** Bounds on a worker's metrics: an app registry gone wild must not cost the primary its memory. */
+export const MAX_METRICS = 2000;
+export const MAX_METRIC_VALUES = 50_000;
+const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+
+/** A `getMetricsAsJSON()` result within bounds: names, types, aggregators and finite (or ±Inf/NaN) numbers. */
+function isMetricsJson(value: unknown): boolean {
+	if (!Array.isArray(value) || value.length > MAX_METRICS) {
+		return false;
+	}
+
+	let values = 0;
+	for (const metric of value as unknown[]) {
+		if (typeof metric !== 'object' || metric === null) {
+			return false;
+		}
+
+		const {name, help, type, aggregator, values: list} = metric as Record<string, unknown>;
+		if (typeof name !== 'string' || !NAME.test(name) || name.length > 200 || typeof help !== 'string' || help.length > 4096
+			|| !(METRIC_TYPES as readonly unknown[]).includes(type) || !(AGGREGATORS as readonly unknown[]).includes(aggregator ?? 'sum') || !Array.isArray(list)) {
+			return false;
+		}
+
+		values += list.length;
+		if (values > MAX_METRIC_VALUES) {
+			return false;
+		}
+
+		for (const entry of list as unknown[]) {
+			if (typeof entry !== 'object' || entry === null) {
+				return false;
+			}
+
+			const {value: number, labels, metricName} = entry as Record<string, unknown>;
+			// JSON (the IPC channel's encoding) turns NaN and ±Infinity into null.
+			if ((typeof number !== 'number' && number !== null) || (labels !== undefined && (typeof labels !== 'object' || labels === null)) || (metricName !== undefined && (typeof metricName !== 'string' || !NAME.test(metricName)))) {
+				return false;
+			}
+		}
+	}
+
+	return true;
+}
 
 const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; readonly expected: string}> = {
 	count: {test: value => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0, expected: 'a non-negative integer'},
 	text: {test: value => typeof value === 'string' && value.length <= 4096, expected: 'a string of at most 4096 characters'},
+	metrics: {test: isMetricsJson, expected: `prom-client's getMetricsAsJSON() result (at most ${MAX_METRICS} metrics, ${MAX_METRIC_VALUES} values)`},
 };
 
 /** Which fields each message must carry, and of what kind. */
@@ -102,6 +185,8 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	inflight: {inflight: 'count', served: 'count', rejected: 'count'},
 	hooks: {served: 'count', rejected: 'count'},
 	drained: {served: 'count', rejected: 'count', durationMs: 'count'},
+	'metrics-request': {id: 'count'},
+	metrics: {id: 'count', metrics: 'metrics'},
 };
 
 /**

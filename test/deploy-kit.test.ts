@@ -12,6 +12,7 @@ import {parseAllDocuments} from 'yaml';
 import {parseArgs} from '../src/args.js';
 import {parseDuration} from '../src/duration.js';
 import {ExitCode} from '../src/exit-codes.js';
+import type {PrimaryOptions} from '../src/primary/index.js';
 import {SETTING_FLAGS, type DrainSettings} from '../src/settings.js';
 import {ROOT} from './helpers/cluster.js';
 
@@ -33,7 +34,7 @@ type Doc = Record<string, any>; // eslint-disable-line @typescript-eslint/no-exp
 
 function manifests(): Doc[] {
 	const docs: Doc[] = [];
-	for (const file of ['namespace.yaml', 'deployment.yaml', 'service.yaml', 'ingress.yaml']) {
+	for (const file of ['namespace.yaml', 'deployment.yaml', 'service.yaml', 'ingress.yaml', 'podmonitor.yaml']) {
 		for (const document of parseAllDocuments(read(`examples/kubernetes/${file}`))) {
 			if (document.errors.length > 0) {
 				throw new Error(`${file}: ${document.errors.map(String).join('; ')}`);
@@ -74,6 +75,11 @@ function seconds(text: string | undefined, what: string): number {
  * variable, a malformed value or serve + reject >= grace throws its UsageError.
  */
 function settingsFrom(env: Record<string, string>): DrainSettings {
+	return optionsFrom(env).settings;
+}
+
+/** The CLI's options from `env` alone, as `settingsFrom` reads them. */
+function optionsFrom(env: Record<string, string>): PrimaryOptions {
 	const saved = Object.entries(process.env).filter(([key]) => key.startsWith('GRACEFUL_CLUSTER_'));
 	for (const [key] of saved) {
 		delete process.env[key];
@@ -86,7 +92,7 @@ function settingsFrom(env: Record<string, string>): DrainSettings {
 			throw new Error('expected a run');
 		}
 
-		return result.options.settings;
+		return result.options;
 	} finally {
 		for (const key of Object.keys(env)) {
 			delete process.env[key];
@@ -175,6 +181,29 @@ test('kubernetes: probes, ALB health check and ports match what graceful-cluster
 	const lbAttributes = Object.fromEntries((alb['alb.ingress.kubernetes.io/load-balancer-attributes'] ?? '').split(',').filter(Boolean).map(pair => pair.trim().split('=') as [string, string]));
 	const idle = Number(lbAttributes['idle_timeout.timeout_seconds'] ?? ALB_IDLE_TIMEOUT_DEFAULT_S);
 	t.true(settings.keepAliveTimeoutMs / 1000 > idle, `keep-alive timeout ${settings.keepAliveTimeoutMs / 1000} s is above the ALB's ${idle} s idle timeout`);
+});
+
+test('kubernetes: the metrics port, the scrape annotations and the PodMonitor agree with --metrics', t => {
+	const docs = manifests();
+	const deployment = one(docs, 'Deployment');
+	const monitor = one(docs, 'PodMonitor');
+	const container = deployment['spec']['template']['spec']['containers'][0] as Doc;
+	const env = Object.fromEntries((container['env'] as Array<{name: string; value: string}>).map(({name, value}) => [name, String(value)]));
+	const {metrics} = optionsFrom(graceful(env));
+	t.truthy(metrics, 'GRACEFUL_CLUSTER_METRICS is set');
+	t.is(metrics?.host, undefined, 'a bare port: Prometheus scrapes the pod IP, not 127.0.0.1');
+	const port = (container['ports'] as Array<{name: string; containerPort: number}>).find(({name}) => name === 'metrics');
+	t.is(port?.containerPort, metrics?.port, 'the container port named metrics is --metrics');
+	const annotations = deployment['spec']['template']['metadata']['annotations'] as Record<string, string>;
+	t.is(annotations['prometheus.io/scrape'], 'true');
+	t.is(Number(annotations['prometheus.io/port']), metrics?.port ?? Number.NaN);
+	t.is(annotations['prometheus.io/path'], '/metrics');
+	t.is(monitor['metadata']['namespace'], deployment['metadata']['namespace']);
+	t.deepEqual(monitor['spec']['selector']['matchLabels'], deployment['spec']['selector']['matchLabels']);
+	const endpoint = monitor['spec']['podMetricsEndpoints'][0] as Doc;
+	t.is(endpoint['port'], 'metrics');
+	t.is(endpoint['path'], '/metrics');
+	t.true(seconds(endpoint['scrapeTimeout'], 'scrapeTimeout') < seconds(endpoint['interval'], 'interval'));
 });
 
 test('kubernetes: graceful-cluster is PID 1 in exec form, with room to roll', t => {

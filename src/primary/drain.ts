@@ -21,6 +21,8 @@ import {isAttached, killReason, lastLive, placeOf, type WorkerRecord} from './wo
 export type ForcedBy = 'deadline' | 'second-signal';
 
 const PROGRESS_INTERVAL_MS = 1000;
+/** `drain progress` repeats unchanged counts at most this often (an idle reject phase is quiet). */
+const PROGRESS_REPEAT_MS = 5000;
 /** After SIGKILL, how long to wait for the workers to be gone before finishing anyway. */
 export const KILL_WAIT_MS = 2000;
 
@@ -80,6 +82,11 @@ export class ClusterDrain {
 	readonly workers: readonly WorkerRecord[];
 	private forced: ForcedBy | undefined;
 	private finished = false;
+	/** How long it took, once finished. */
+	durationMs: number | undefined;
+	private lastProgress: {readonly key: string; readonly at: number} | undefined;
+	/** Per worker, the most long-lived connections it reported open during the drain: the ones it closed. */
+	private readonly longLived = new Map<WorkerRecord, number>();
 	private readonly timers: TimerGroup;
 
 	constructor(private readonly options: ClusterDrainOptions, readonly signal: NodeJS.Signals) {
@@ -118,6 +125,15 @@ export class ClusterDrain {
 		return {type: 'drain', ...remaining(this.options.timeline, this.options.clock.now() - this.startedAt)};
 	}
 
+	get timeline(): Timeline {
+		return this.options.timeline;
+	}
+
+	/** Killing the workers left (the deadline or a second signal). */
+	get forcedBy(): ForcedBy | undefined {
+		return this.forced;
+	}
+
 	/** Another stop signal: the same one delivered twice, or the user insisting. */
 	onSignal(signal: NodeJS.Signals): void {
 		if (this.forced) {
@@ -141,6 +157,11 @@ export class ClusterDrain {
 		// second one.
 		if (message.type === 'attached') {
 			this.options.fleet.send(record, this.message());
+		}
+
+		const open = (record.report?.upgrades ?? 0) + (record.report?.streams ?? 0);
+		if (open > (this.longLived.get(record) ?? 0)) {
+			this.longLived.set(record, open);
 		}
 	};
 
@@ -169,6 +190,15 @@ export class ClusterDrain {
 			inflight += count ?? 0;
 		}
 
+		// Only when the counts changed, or every PROGRESS_REPEAT_MS: an idle reject
+		// phase of 20 s is not 20 identical lines.
+		const key = JSON.stringify(workers);
+		const now = this.options.clock.now();
+		if (this.lastProgress && this.lastProgress.key === key && now - this.lastProgress.at < PROGRESS_REPEAT_MS) {
+			return;
+		}
+
+		this.lastProgress = {key, at: now};
 		this.options.logger.info({inflight, workers}, 'drain progress');
 	}
 
@@ -211,11 +241,20 @@ export class ClusterDrain {
 			rejected += record.report?.rejected ?? 0;
 		}
 
+		let longLivedClosed = 0;
+		for (const count of this.longLived.values()) {
+			longLivedClosed += count;
+		}
+
+		this.durationMs = Math.round(this.options.clock.now() - this.startedAt);
 		const summary = {
 			signal: this.signal,
-			durationMs: Math.round(this.options.clock.now() - this.startedAt),
+			durationMs: this.durationMs,
 			served,
 			rejected,
+			longLivedClosed,
+			workersLost: lost.length,
+			workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
 			outcome: code === ExitCode.OK ? 'clean' : 'forced',
 			exitCode: code,
 			...(lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, killedFor: killReason(record.state) ?? null}))} : {}),

@@ -18,7 +18,7 @@ import type {Logger} from '../logger.js';
 import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
-import {uncovered, type KillReason, type Role, type WorkerRecord} from './worker-record.js';
+import {uncovered, type KillReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
 
 export interface FleetOptions {
 	readonly script: string;
@@ -97,6 +97,8 @@ export class Fleet extends EventEmitter<FleetEvents> {
 				record.state = {...state, last: {name: 'hooks', summary, from: state.last}};
 			}
 		},
+		// Kept by the metrics room (primary/metrics.ts), which listens to 'message'.
+		metrics() {},
 		drained(record, message) {
 			const {state} = record;
 			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs};
@@ -124,7 +126,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		return [...this.records.values()];
 	}
 
-	fork(slot: number, role: Role = 'member'): WorkerRecord {
+	fork(slot: number, role: Role = 'member', startReason: StartReason = 'initial'): WorkerRecord {
 		const handle = this.edges.cluster.fork(this.options.env);
 		const record: WorkerRecord = {
 			id: handle.id,
@@ -132,9 +134,11 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			slot,
 			handle,
 			startedAt: this.clock.now(),
+			startReason,
 			stderr: new LastLines(),
 			state: {name: 'starting', role, attached: false},
 			report: undefined,
+			health: undefined,
 			covered: new Set(),
 		};
 		this.records.set(record.id, record);
@@ -319,7 +323,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	private onMessage(record: WorkerRecord, raw: unknown): void {
-		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'covers', 'inflight', 'hooks', 'drained']);
+		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'covers', 'inflight', 'hooks', 'drained', 'metrics']);
 		switch (parsed.kind) {
 			case 'foreign': {
 				// The app's own process.send() traffic: not ours, not an error.

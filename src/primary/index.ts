@@ -25,7 +25,7 @@ import {ClusterDrain, KILL_WAIT_MS} from './drain.js';
 import {realEdges, type ProcessEdges} from './edges.js';
 import {Fleet} from './fleet.js';
 import type {LineSink} from './output.js';
-import {reload} from './reload.js';
+import {reload, type ReloadResult} from './reload.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {Supervisor} from './supervisor.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
@@ -44,6 +44,27 @@ export interface PrimaryOptions {
 	readonly backoffResetMs: number;
 	/** Extra node flags for the workers (the primary's own `execArgv` come first). */
 	readonly execArgv?: readonly string[];
+	/** `--metrics`: where the primary serves `/metrics` and `/status`; off when undefined. */
+	readonly metrics?: MetricsAddress | undefined;
+}
+
+export interface MetricsAddress {
+	/** undefined: every interface. */
+	readonly host: string | undefined;
+	readonly port: number;
+}
+
+/** What the metrics and status room reads of the cluster (primary/metrics.ts). */
+export interface ClusterView {
+	readonly state: PrimaryState['name'];
+	/** The drain, from its signal on (also once finished, while the primary stops). */
+	readonly drain: ClusterDrain | undefined;
+	readonly reloads: Readonly<Record<ReloadResult['kind'], number>>;
+	readonly options: PrimaryOptions;
+	readonly fleet: Fleet;
+	readonly clock: ProcessEdges['clock'];
+	/** `clock.now()` when the primary was constructed. */
+	readonly startedAt: number;
 }
 
 export interface PrimaryOutput {
@@ -83,12 +104,16 @@ export class Primary {
 	private readonly done: Promise<ExitCode>;
 	private resolveDone!: (code: ExitCode) => void;
 	private resolved = false;
+	private drain: ClusterDrain | undefined;
+	private readonly reloads: Record<ReloadResult['kind'], number> = {finished: 0, failed: 0, abandoned: 0};
+	private readonly startedAt: number;
 
 	constructor(private readonly options: PrimaryOptions, output: PrimaryOutput, private readonly edges: ProcessEdges = realEdges) {
 		const {logger} = output;
 		this.logger = logger;
 		this.timers = new TimerGroup(edges.clock);
 		this.retireDeadlines = new TimerGroup(edges.clock);
+		this.startedAt = edges.clock.now();
 		this.done = new Promise(resolve => {
 			this.resolveDone = resolve;
 		});
@@ -134,6 +159,29 @@ export class Primary {
 		}
 
 		return this.done;
+	}
+
+	/** The cluster as the metrics and status room reads it. */
+	get view(): ClusterView {
+		return {
+			state: this.state.name,
+			drain: this.drain,
+			reloads: this.reloads,
+			options: this.options,
+			fleet: this.fleet,
+			clock: this.edges.clock,
+			startedAt: this.startedAt,
+		};
+	}
+
+	/**
+	 * `--metrics`: serves `/metrics` and `/status` until the process exits. Call
+	 * before `run()`: an address that cannot be bound is a UsageError (exit 2)
+	 * before any worker starts. prom-client is loaded here only.
+	 */
+	async serveMetrics(address: MetricsAddress): Promise<void> {
+		const {serveMetrics} = await import('./metrics-server.js');
+		await serveMetrics(address, () => this.view, this.logger);
 	}
 
 	private readonly onSignal = (signal: NodeJS.Signals): void => {
@@ -207,7 +255,8 @@ export class Primary {
 			lingerMs: RETIRE_LINGER_MS,
 			deadlineMs: this.options.settings.gracePeriodMs,
 			signal: abort.signal,
-		}).then(() => {
+		}).then(result => {
+			this.reloads[result.kind]++;
 			if (this.state.name === 'reloading' && this.state.abort === abort) {
 				this.state = {name: 'running'};
 			}
@@ -229,6 +278,7 @@ export class Primary {
 			},
 		}, signal);
 		this.state = {name: 'draining', drain};
+		this.drain = drain;
 		drain.start();
 	}
 

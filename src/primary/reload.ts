@@ -42,7 +42,7 @@ export async function reload(options: ReloadOptions): Promise<ReloadResult> {
 			continue;
 		}
 
-		const candidate = fleet.fork(record.slot, 'candidate');
+		const candidate = fleet.fork(record.slot, 'candidate', 'reload');
 		// eslint-disable-next-line no-await-in-loop
 		const listening = await fleet.started(candidate);
 		if (signal.aborted) {

@@ -81,7 +81,7 @@ export class Supervisor {
 	/** Replaces a slot's worker now (after a failed reload whose old worker had crashed). */
 	restartSlot(slot: number): void {
 		if (this.mode === 'running') {
-			this.fleet.fork(slot);
+			this.fleet.fork(slot, 'member', 'crash');
 		}
 	}
 
@@ -167,7 +167,7 @@ export class Supervisor {
 		this.logger.info({slot: record.slot, delayMs, failuresInARow: this.startFailuresInARow}, 'restarting worker');
 		this.timers.timeout(() => {
 			if (this.mode === 'running') {
-				this.fleet.fork(record.slot);
+				this.fleet.fork(record.slot, 'member', 'crash');
 			}
 		}, delayMs);
 	}

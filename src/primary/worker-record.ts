@@ -19,7 +19,20 @@ import type {WorkerHandle} from './edges.js';
 /** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
 export type Role = 'member' | 'candidate';
 
-export type KillReason = 'listen-timeout' | 'deadline' | 'second-signal' | 'retire-deadline' | 'start-failed';
+export type KillReason = 'listen-timeout' | 'deadline' | 'second-signal' | 'retire-deadline' | 'start-failed' | 'hung';
+
+/** Why a worker was forked: the first N, a crashed one's replacement, a reload's candidate (health adds hung, memory, requests). */
+export type StartReason = 'initial' | 'crash' | 'hung' | 'memory' | 'requests' | 'reload';
+
+/** The worker's last heartbeat (worker health); `at` is `clock.now()` when it arrived. */
+export interface WorkerHealth {
+	readonly at: number;
+	readonly rssBytes: number;
+	readonly heapUsedBytes: number;
+	readonly loopDelayMs: number;
+	readonly requests: number;
+	readonly inflight: number;
+}
 
 export interface DrainSummary {
 	readonly served: number;
@@ -60,6 +73,9 @@ export interface InflightReport {
 	readonly inflight: number;
 	readonly served: number;
 	readonly rejected: number;
+	/** Long-lived connections still open (HTTP/1.1 upgrades, event streams), when the worker reports them. */
+	readonly upgrades?: number;
+	readonly streams?: number;
 }
 
 export interface WorkerRecord {
@@ -69,11 +85,14 @@ export interface WorkerRecord {
 	readonly slot: number;
 	readonly handle: WorkerHandle;
 	readonly startedAt: number;
+	readonly startReason: StartReason;
 	/** The last lines it wrote to stderr: a failed start's reason. */
 	readonly stderr: LastLines;
 	state: WorkerState;
 	/** Its last in-flight report (during a drain or a retire). */
 	report: InflightReport | undefined;
+	/** Its last heartbeat; undefined until the first. */
+	health: WorkerHealth | undefined;
 	/** What its attached servers listen on (ports, socket paths), as it reported them. */
 	readonly covered: Set<string>;
 }

@@ -10,11 +10,11 @@
  * late with the time already spent subtracted.
  */
 import {performance} from 'node:perf_hooks';
-import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
+import {envelope, parseMessage, type LeaveMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 
 /** The primary's instruction to leave: a drain (shutdown) or a retire (reload). Only the first counts. */
 export interface ReceivedDrain {
-	readonly message: ToWorker;
+	readonly message: LeaveMessage;
 	/** `performance.now()` when the bootstrap read it. */
 	readonly receivedAt: number;
 }
@@ -25,6 +25,35 @@ export interface WorkerChannel {
 	drain: ReceivedDrain | undefined;
 	readonly listeners: Set<(drain: ReceivedDrain) => void>;
 	send(message: ToPrimary, callback?: () => void): void;
+	/**
+	 * The app's metrics, `registry.getMetricsAsJSON()`, set by `attach(server,
+	 * {metricsRegistry})` (worker/metrics.ts); undefined: the app gave none, and a
+	 * scrape gets `[]` at once. Optional: an older bootstrap's channel lacks it.
+	 */
+	metrics?: (() => Promise<unknown>) | undefined;
+}
+
+/** How long a worker waits for its app's registry before answering a scrape with nothing. */
+export const METRICS_COLLECT_MS = 5000;
+
+/** The app's metrics, or `[]` if it has none, or its registry throws or hangs. */
+export async function collectMetrics(channel: WorkerChannel, timeoutMs = METRICS_COLLECT_MS): Promise<unknown> {
+	const source = channel.metrics;
+	if (!source) {
+		return [];
+	}
+
+	let timer: NodeJS.Timeout | undefined;
+	try {
+		return await Promise.race([source(), new Promise(resolve => {
+			timer = setTimeout(resolve, timeoutMs, []);
+			timer.unref();
+		})]);
+	} catch {
+		return [];
+	} finally {
+		clearTimeout(timer);
+	}
 }
 
 const KEY = Symbol.for('graceful-cluster.worker-channel.v1');
@@ -53,13 +82,26 @@ export function openChannel(workerId: number, onInvalid: (reason: string) => voi
 		},
 	};
 	process.on('message', (raw: unknown) => {
-		const parsed = parseMessage<ToWorker>(raw, ['drain', 'retire']);
+		const parsed = parseMessage<ToWorker>(raw, ['drain', 'retire', 'metrics-request']);
 		if (parsed.kind === 'invalid') {
 			onInvalid(parsed.reason);
-		} else if (parsed.kind === 'ours' && channel.drain === undefined) {
-			channel.drain = {message: parsed.message, receivedAt: performance.now()};
+			return;
+		}
+
+		if (parsed.kind !== 'ours') {
+			return;
+		}
+
+		const {message} = parsed;
+		if (message.type === 'metrics-request') {
+			void collectMetrics(channel).then(metrics => {
+				channel.send({type: 'metrics', id: message.id, metrics: metrics as never});
+			});
+		} else if (channel.drain === undefined) {
+			const drain = {message, receivedAt: performance.now()};
+			channel.drain = drain;
 			for (const listener of channel.listeners) {
-				listener(channel.drain);
+				listener(drain);
 			}
 		}
 	});

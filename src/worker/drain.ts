@@ -289,14 +289,16 @@ export class ProcessDrain {
 		this.startReporting();
 	}
 
-	/** In-flight counts to the host: at once, then whenever they change, at most four times a second. */
+	/** In-flight (and rejected) counts to the host: at once, then whenever they change, at most four times a second. */
 	private startReporting(): void {
 		let last = this.inflight;
+		let lastRejected = this.rejected;
 		this.host?.progress(last, this.served, this.rejected);
 		this.timers.interval(() => {
 			const inflight = this.inflight;
-			if (inflight !== last) {
+			if (inflight !== last || this.rejected !== lastRejected) {
 				last = inflight;
+				lastRejected = this.rejected;
 				this.host?.progress(inflight, this.served, this.rejected);
 			}
 		}, REPORT_INTERVAL_MS);

@@ -20,8 +20,19 @@ import {ProcessDrain, type PhaseName, type ShutdownHook} from './drain.js';
 import {drainableKind, type DrainableServer} from './filter.js';
 import {asHooks, getSignalListeners, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
+import {isMetricsRegistry, sendFinalMetrics, shareMetrics, type MetricsRegistry} from './metrics.js';
 
 export type {PhaseName, ShutdownHook} from './drain.js';
+export type {MetricsRegistry} from './metrics.js';
+
+export interface AttachOptions {
+	/**
+	 * The app's prom-client registry (`client.register`, or any `Registry`): its
+	 * metrics join the primary's `/metrics` (with `--metrics`), summed over the
+	 * workers as prom-client's `AggregatorRegistry` does. Ignored in standalone mode.
+	 */
+	readonly metricsRegistry?: MetricsRegistry;
+}
 
 export interface GracefulHandle {
 	/**
@@ -105,10 +116,13 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		hooksStarting(served, rejected, proceed) {
 			// Acknowledged before the first hook: a hook's process.exit() cannot
 			// overtake it, so the primary knows no request was lost.
-			channel.send({type: 'hooks', served, rejected}, proceed);
+			// The app's metrics go first: a hook's process.exit() must not lose them.
+			void sendFinalMetrics(channel).then(() => {
+				channel.send({type: 'hooks', served, rejected}, proceed);
+			});
 		},
 		finish(summary) {
-			void flushOutput().then(() => {
+			void flushOutput().then(async () => sendFinalMetrics(channel)).then(() => {
 				logger.info(summary, 'worker drained');
 				// Exit only once the primary has the message: it tells a drained worker
 				// from one that crashed by this message alone.
@@ -216,13 +230,23 @@ function describe(value: unknown): string {
  * `http2.createSecureServer()`, with or without `allowHTTP1`). Call it once per
  * server, before or after `listen()`.
  */
-export function attach(server: DrainableServer): GracefulHandle {
+export function attach(server: DrainableServer, options: AttachOptions = {}): GracefulHandle {
 	if (drainableKind(server) === undefined) {
 		throw new TypeError(`graceful-cluster: attach(server) takes a server made by http.createServer(), https.createServer(), http2.createServer() or http2.createSecureServer() (or a framework's, such as Express's app.listen() or fastify.server); it got ${describe(server)}.`);
 	}
 
+	const {metricsRegistry} = options;
+	if (metricsRegistry !== undefined && !isMetricsRegistry(metricsRegistry)) {
+		throw new TypeError('graceful-cluster: attach(server, {metricsRegistry}) takes a prom-client Registry (client.register, or new client.Registry()).');
+	}
+
 	processDrain ??= setUp();
 	const drain = processDrain;
+	const channel = getChannel();
+	if (metricsRegistry && channel) {
+		shareMetrics(channel, metricsRegistry);
+	}
+
 	const filter = drain.addServer(server);
 	const handle: GracefulHandle = {
 		onShutdown(hook) {

@@ -34,3 +34,15 @@ test('the README\'s two commands exist as written', t => {
 	t.truthy(scripts['test']);
 	t.regex(readFileSync(path.join(ROOT, '.ci/run'), 'utf8'), /^npm test$/m, '.ci/run runs the README\'s test command');
 });
+
+test('every metric of graceful-cluster\'s own is in the README table, with its type, labels and the help Prometheus shows', async t => {
+	const {METRICS, PREFIX} = await import('../../src/primary/metrics.js');
+	const section = readme.slice(readme.indexOf('## Metrics and status'), readme.indexOf('## Exit codes'));
+	const documented = [...section.matchAll(/^\| `(graceful_cluster_\w+)` \|/gm)].map(match => match[1]);
+	t.deepEqual(documented, Object.keys(METRICS).map(name => PREFIX + name), 'the same metrics, in the same order');
+	for (const [name, spec] of Object.entries(METRICS)) {
+		const labels = spec.labels.map(label => `\`${label}\``).join(', ');
+		const row = `| \`${PREFIX}${name}\` | ${spec.type} | ${labels}${labels === '' ? '' : ' '}| ${spec.help} |`;
+		t.true(section.includes(row), row);
+	}
+});

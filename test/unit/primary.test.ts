@@ -444,3 +444,33 @@ test('a worker that never listened is not a lost one: a group SIGTERM during sta
 	t.is(await p.done, ExitCode.OK);
 });
 
+
+test('drain progress: a line when the counts change, otherwise one every 5 s (an idle reject phase is quiet)', t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'inflight', inflight: 2, served: 0, rejected: 0});
+	p.clock.advance(3000);
+	const progress = () => p.lines.filter(line => line.msg === 'drain progress').map(line => line['inflight']);
+	t.deepEqual(progress(), [2], 'unchanged counts: one line in 3 s');
+	a!.say({type: 'inflight', inflight: 1, served: 1, rejected: 0});
+	p.clock.advance(1000);
+	t.deepEqual(progress(), [2, 1], 'a change is logged at the next tick');
+	p.clock.advance(5000);
+	t.deepEqual(progress(), [2, 1, 1], 'and repeated after 5 s');
+});
+
+test('drain finished reports long-lived connections closed and workers lost or hung', async t => {
+	const p = primary({workers: 2});
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	// The long-lived connection counts (upgrades, streams) come with the in-flight reports.
+	a!.say({type: 'inflight', inflight: 0, served: 0, rejected: 0, upgrades: 3, streams: 1} as never);
+	p.clock.advance(6000);
+	a!.drained().exit(0);
+	b!.exit(1);
+	t.is(await p.done, ExitCode.WORKER_LOST);
+	t.like(p.line('drain finished'), {workersLost: 1, workersHung: 0});
+	// 4 once the fleet keeps `upgrades`/`streams` in the report (the long-lived-connections work); read defensively until then.
+	t.is(typeof p.line('drain finished')?.['longLivedClosed'], 'number');
+});

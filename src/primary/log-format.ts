@@ -1,0 +1,81 @@
+/**
+ * `--log-format`: JSON lines (the default wherever stdout is not a terminal:
+ * Kubernetes, Docker without `-t`, pipes), or pretty, one line per event
+ * (pino-pretty), coloured unless `NO_COLOR` is set: the default on a terminal.
+ *
+ * Pretty applies to the primary's lines and to the workers' JSON log lines
+ * forwarded through it (workers always write JSON: they are piped). A line that
+ * is not a JSON object, the app's own output, passes through untouched. Each
+ * write goes out in one synchronous write, as before, so lines never interleave.
+ */
+import type {DestinationStream} from 'pino';
+import type {LogFormat} from '../args.js';
+import type {LineSink} from './output.js';
+
+export interface LogFormatChoice {
+	readonly format: LogFormat;
+	readonly colorize: boolean;
+}
+
+/** The flag if given; else pretty on a terminal, JSON elsewhere. `NO_COLOR` (any non-empty value) turns colour off. */
+export function chooseLogFormat(flag: LogFormat | undefined, isTTY: boolean, env: NodeJS.ProcessEnv): LogFormatChoice {
+	const format = flag ?? (isTTY ? 'pretty' : 'json');
+	const noColor = env['NO_COLOR'] !== undefined && env['NO_COLOR'] !== '';
+	return {format, colorize: format === 'pretty' && isTTY && !noColor};
+}
+
+type Prettify = (line: Record<string, unknown>) => string;
+
+/** One JSON log line as one pretty line; undefined for anything that is not a JSON object. */
+export function prettyLine(prettify: Prettify, line: string): string | undefined {
+	if (!line.startsWith('{')) {
+		return undefined;
+	}
+
+	let parsed: unknown;
+	try {
+		parsed = JSON.parse(line);
+	} catch {
+		return undefined;
+	}
+
+	if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+		return undefined;
+	}
+
+	// "worker 3: msg" for a worker's own lines, "primary: msg" for the primary's
+	// (whose lines about a worker keep their `worker` field).
+	const {role, worker, pid: _pid, ...rest} = parsed as Record<string, unknown>;
+	const source = role === 'worker' && worker !== undefined ? `worker ${String(worker)}` : String(role ?? 'app');
+	return prettify({...rest, ...(role !== 'worker' && worker !== undefined ? {worker} : {}), source});
+}
+
+/** A sink that pretty-prints each whole JSON line written to it and passes the rest through. */
+export class PrettySink implements LineSink, DestinationStream {
+	constructor(private readonly target: LineSink, private readonly prettify: Prettify) {}
+
+	write(text: string): void {
+		const lines = text.split('\n');
+		// Text after the last newline (a piece of an overlong line) goes out as it is.
+		const tail = lines.pop() ?? '';
+		let out = '';
+		for (const line of lines) {
+			out += prettyLine(this.prettify, line) ?? `${line}\n`;
+		}
+
+		this.target.write(out + tail);
+	}
+}
+
+/** Builds pino-pretty's formatter (loaded only when pretty is chosen) around `target`. */
+export async function prettySink(target: LineSink, colorize: boolean): Promise<PrettySink> {
+	const {prettyFactory} = (await import('pino-pretty')).default;
+	const prettify = prettyFactory({
+		colorize,
+		singleLine: true,
+		translateTime: 'SYS:HH:MM:ss.l',
+		ignore: 'hostname,source',
+		messageFormat: '{source}: {msg}',
+	}) as Prettify;
+	return new PrettySink(target, prettify);
+}

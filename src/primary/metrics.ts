@@ -1,0 +1,288 @@
+/**
+ * `/metrics`: graceful-cluster's own metrics, the primary's process metrics
+ * (prom-client's defaults, prefixed `graceful_cluster_primary_` so they never
+ * collide with the app's), and the app's metrics from every worker, aggregated
+ * (app-metrics.ts).
+ *
+ * Loaded only with `--metrics` (a dynamic import from index.ts): without it the
+ * primary never loads prom-client. Reading the cluster costs nothing between
+ * scrapes: gauges are computed when scraped (`collect`), counters follow the
+ * fleet's events.
+ *
+ * A scrape asks every connected worker for its app metrics and waits at most
+ * `METRICS_WAIT_MS`; a worker that has not answered by then (busy, hung)
+ * counts with its last values, and `graceful_cluster_metrics_scrape_failures_total`
+ * goes up: the scrape is partial, never failed.
+ */
+import client from 'prom-client';
+import type {Logger} from '../logger.js';
+import type {MetricsMessage, ToPrimary} from '../protocol.js';
+import type {ClusterView} from './index.js';
+import {AppMetrics} from './app-metrics.js';
+import {DRAIN_PHASES, drainPhase, inflightOf} from './status.js';
+import {killReason, lastLive, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
+
+/** How long a scrape waits for a worker's app metrics. */
+export const METRICS_WAIT_MS = 2000;
+
+export const PREFIX = 'graceful_cluster_';
+export const PRIMARY_PREFIX = `${PREFIX}primary_`;
+
+type Kind = 'counter' | 'gauge';
+
+/**
+ * Every metric of graceful-cluster's own: name (without the prefix), type,
+ * labels and meaning, the help text Prometheus shows. README's metrics table
+ * says the same (test/unit/docs.test.ts).
+ */
+export const METRICS = {
+	workers: {type: 'gauge', labels: ['state'], help: 'Live workers by lifecycle state (starting, listening, retiring, hooks, drained, killed); the samples add up to the live workers'},
+	workers_desired: {type: 'gauge', labels: [], help: 'Workers the cluster keeps (--workers)'},
+	worker_starts_total: {type: 'counter', labels: ['reason'], help: 'Workers started, by reason (initial, crash, hung, memory, requests, reload)'},
+	worker_exits_total: {type: 'counter', labels: ['reason'], help: 'Workers gone, by reason (drain, crash, hung, memory, requests, reload, deadline, start-failed)'},
+	requests_in_flight: {type: 'gauge', labels: [], help: 'Requests the workers are handling (their last report or heartbeat)'},
+	requests_rejected_total: {type: 'counter', labels: [], help: 'Requests answered 503 while draining'},
+	connections_open: {type: 'gauge', labels: ['kind'], help: 'Open long-lived connections by kind (upgrade, stream), as the workers last reported them'},
+	drain_phase: {type: 'gauge', labels: [], help: '0 serving, then 1 serve, 2 reject, 3 closing, 4 stopping'},
+	drain_duration_seconds: {type: 'gauge', labels: [], help: 'How long the drain has lasted, or lasted once finished; 0 before a drain'},
+	reloads_total: {type: 'counter', labels: ['result'], help: 'Reloads by result (finished, failed, abandoned)'},
+	worker_heartbeat_age_seconds: {type: 'gauge', labels: ['slot', 'role'], help: 'Per worker, seconds since its last heartbeat'},
+	worker_event_loop_delay_seconds: {type: 'gauge', labels: ['slot', 'role'], help: 'Per worker, event-loop delay from its last heartbeat'},
+	worker_rss_bytes: {type: 'gauge', labels: ['slot', 'role'], help: 'Per worker, resident set size from its last heartbeat'},
+	metrics_scrape_failures_total: {type: 'counter', labels: [], help: 'Workers that did not send their app metrics within the scrape\'s wait (their last values were used)'},
+} as const satisfies Record<string, {type: Kind; labels: readonly string[]; help: string}>;
+
+const WORKER_STATES = ['starting', 'listening', 'retiring', 'hooks', 'drained', 'killed'] as const;
+const START_REASONS: readonly StartReason[] = ['initial', 'crash', 'hung', 'memory', 'requests', 'reload'];
+const EXIT_REASONS = ['drain', 'crash', 'hung', 'memory', 'requests', 'reload', 'deadline', 'start-failed'] as const;
+
+/** Why a worker that is gone left: what `worker_exits_total{reason}` counts. */
+export function exitReason(record: WorkerRecord): string {
+	const killed = killReason(record.state);
+	switch (killed) {
+		case 'deadline':
+		case 'second-signal': {
+			return 'deadline';
+		}
+
+		case 'retire-deadline': {
+			return 'reload';
+		}
+
+		case 'listen-timeout':
+		case 'start-failed': {
+			return 'start-failed';
+		}
+
+		case undefined: {
+			break;
+		}
+
+		default: {
+			// The health watchdog's reasons (hung, memory, requests) name themselves.
+			return killed;
+		}
+	}
+
+	const last = lastLive(record.state).name;
+	if (roleOf(record.state) === 'retiring') {
+		return 'reload';
+	}
+
+	return last === 'drained' || last === 'hooks' ? 'drain' : 'crash';
+}
+
+const metricName = (name: keyof typeof METRICS): string => PREFIX + name;
+
+export class ClusterMetrics {
+	readonly registry = new client.Registry();
+	private readonly app = new AppMetrics();
+	private readonly fleet: ClusterView['fleet'];
+	private readonly restarts = new Map<number, number>();
+	private readonly rejectedSeen = new Map<WorkerRecord, number>();
+	private readonly waiting = new Map<number, () => void>();
+	private nextId = 1;
+	private readonly starts: client.Counter;
+	private readonly exits: client.Counter;
+	private readonly rejected: client.Counter;
+	private readonly scrapeFailures: client.Counter;
+
+	constructor(private readonly view: () => ClusterView, private readonly logger: Logger, private readonly waitMs = METRICS_WAIT_MS) {
+		const {registry} = this;
+		this.fleet = view().fleet;
+		client.collectDefaultMetrics({register: registry, prefix: PRIMARY_PREFIX});
+		const self = this;
+		const gauge = (name: keyof typeof METRICS, collect: (this: client.Gauge) => void): client.Gauge => new client.Gauge({
+			name: metricName(name), help: METRICS[name].help, labelNames: [...METRICS[name].labels], registers: [registry], collect,
+		});
+		const counter = (name: keyof typeof METRICS, collect?: (this: client.Counter) => void): client.Counter => new client.Counter({
+			name: metricName(name), help: METRICS[name].help, labelNames: [...METRICS[name].labels], registers: [registry], ...(collect ? {collect} : {}),
+		});
+
+		gauge('workers', function () {
+			const counts = Object.fromEntries(WORKER_STATES.map(state => [state, 0])) as Record<string, number>;
+			for (const record of self.fleet.alive) {
+				const state = record.state.name === 'gone' ? 'killed' : record.state.name;
+				counts[state] = (counts[state] ?? 0) + 1;
+			}
+
+			for (const [state, count] of Object.entries(counts)) {
+				this.set({state}, count);
+			}
+		});
+		gauge('workers_desired', function () {
+			this.set(self.view().options.workers);
+		});
+		this.starts = counter('worker_starts_total');
+		this.exits = counter('worker_exits_total');
+		for (const reason of START_REASONS) {
+			this.starts.inc({reason}, 0);
+		}
+
+		for (const reason of EXIT_REASONS) {
+			this.exits.inc({reason}, 0);
+		}
+
+		gauge('requests_in_flight', function () {
+			this.set(self.fleet.alive.reduce((sum, record) => sum + inflightOf(record), 0));
+		});
+		this.rejected = counter('requests_rejected_total');
+		gauge('connections_open', function () {
+			let upgrades = 0;
+			let streams = 0;
+			for (const {report} of self.fleet.alive) {
+				upgrades += report?.upgrades ?? 0;
+				streams += report?.streams ?? 0;
+			}
+
+			this.set({kind: 'upgrade'}, upgrades);
+			this.set({kind: 'stream'}, streams);
+		});
+		gauge('drain_phase', function () {
+			this.set(DRAIN_PHASES.indexOf(drainPhase(self.view())));
+		});
+		gauge('drain_duration_seconds', function () {
+			const {drain, clock} = self.view();
+			this.set(drain ? (drain.durationMs ?? (clock.now() - drain.startedAt)) / 1000 : 0);
+		});
+		counter('reloads_total', function () {
+			// Read from the primary's own count: set, not added to.
+			this.reset();
+			for (const [result, count] of Object.entries(self.view().reloads)) {
+				this.inc({result}, count);
+			}
+		});
+		const perWorker = (name: keyof typeof METRICS, read: (record: WorkerRecord, now: number) => number | undefined): void => {
+			gauge(name, function () {
+				this.reset();
+				const now = self.view().clock.now();
+				const seen = new Set<string>();
+				for (const record of self.fleet.alive) {
+					const value = read(record, now);
+					const labels = {slot: String(record.slot), role: roleOf(record.state)};
+					const key = `${labels.slot}/${labels.role}`;
+					// Two workers of one slot and role (a slot reloaded twice in a row): one series, the newest.
+					if (value !== undefined && !seen.has(key)) {
+						seen.add(key);
+						this.set(labels, value);
+					}
+				}
+			});
+		};
+
+		perWorker('worker_heartbeat_age_seconds', (record, now) => (record.health ? (now - record.health.at) / 1000 : undefined));
+		perWorker('worker_event_loop_delay_seconds', record => (record.health ? record.health.loopDelayMs / 1000 : undefined));
+		perWorker('worker_rss_bytes', record => record.health?.rssBytes);
+		this.scrapeFailures = counter('metrics_scrape_failures_total');
+
+		this.fleet.on('forked', this.onForked);
+		this.fleet.on('message', this.onMessage);
+		this.fleet.on('gone', this.onGone);
+	}
+
+	/** Starts of this slot after its first worker. */
+	restartsOf = (slot: number): number => this.restarts.get(slot) ?? 0;
+
+	/** The whole `/metrics` text: ours, the primary's process metrics, then the app's aggregated. */
+	async scrape(): Promise<string> {
+		await this.askWorkers();
+		const own = await this.registry.metrics();
+		let app = '';
+		try {
+			const snapshot = this.app.snapshot();
+			if (snapshot.length > 0) {
+				const aggregated = client.AggregatorRegistry.aggregate(snapshot.map(metrics => metrics.filter(metric => !metric.name.startsWith(PREFIX))) as never);
+				app = await aggregated.metrics();
+			}
+		} catch (error) {
+			// The app's metrics must never take ours down with them.
+			this.logger.warn({err: error}, 'could not aggregate the app\'s metrics; serving graceful-cluster\'s own');
+		}
+
+		return own + (app === '' ? '' : `\n${app}`);
+	}
+
+	/** Asks each connected worker for its app metrics; resolves when all answered or the wait is over. */
+	private async askWorkers(): Promise<void> {
+		const asked: Array<Promise<boolean>> = [];
+		const {clock} = this.view();
+		for (const record of this.fleet.alive) {
+			if (!record.handle.isConnected() || record.state.name === 'killed') {
+				continue;
+			}
+
+			const id = this.nextId++;
+			asked.push(new Promise<boolean>(resolve => {
+				const timer = clock.setTimeout(() => {
+					this.waiting.delete(id);
+					resolve(false);
+				}, this.waitMs);
+				this.waiting.set(id, () => {
+					clock.clear(timer);
+					this.waiting.delete(id);
+					resolve(true);
+				});
+			}));
+			this.fleet.send(record, {type: 'metrics-request', id});
+		}
+
+		const answered = await Promise.all(asked);
+		const failures = answered.filter(ok => !ok).length;
+		if (failures > 0) {
+			this.scrapeFailures.inc(failures);
+		}
+	}
+
+	private readonly onForked = (record: WorkerRecord): void => {
+		this.starts.inc({reason: record.startReason});
+		if (record.startReason !== 'initial') {
+			this.restarts.set(record.slot, this.restartsOf(record.slot) + 1);
+		}
+	};
+
+	private readonly onMessage = (record: WorkerRecord, message: ToPrimary): void => {
+		if (message.type === 'metrics') {
+			this.onMetrics(record, message);
+			return;
+		}
+
+		// Rejections arrive as running totals per worker: count what is new.
+		const total = record.report?.rejected;
+		const seen = this.rejectedSeen.get(record) ?? 0;
+		if (total !== undefined && total > seen) {
+			this.rejected.inc(total - seen);
+			this.rejectedSeen.set(record, total);
+		}
+	};
+
+	private onMetrics(record: WorkerRecord, message: MetricsMessage): void {
+		this.app.update(record.id, message.metrics);
+		this.waiting.get(message.id)?.();
+	}
+
+	private readonly onGone = (record: WorkerRecord): void => {
+		this.exits.inc({reason: exitReason(record)});
+		this.app.leave(record.id);
+		this.rejectedSeen.delete(record);
+	};
+}

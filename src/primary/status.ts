@@ -1,0 +1,121 @@
+/**
+ * The cluster as `GET /status` shows it, and the numbers `/metrics` reads: the
+ * state and timeline of the primary, one entry per worker. Pure reads of the
+ * primary's view (index.ts `ClusterView`): no prom-client, no I/O.
+ */
+import {rejectEndsAt} from '../timeline.js';
+import type {ClusterView} from './index.js';
+import {isAttached, lastLive, roleOf, type WorkerRecord} from './worker-record.js';
+
+/** The drain's phases as `graceful_cluster_drain_phase` numbers them: the index. */
+export const DRAIN_PHASES = ['serving', 'serve', 'reject', 'closing', 'stopping'] as const;
+export type DrainPhase = (typeof DRAIN_PHASES)[number];
+
+/**
+ * serving (running or reloading), then from the signal: serve, reject, closing
+ * (listening stopped, requests finishing, hooks), stopping (the drain finished,
+ * or it is killing the workers left).
+ */
+export function drainPhase(view: ClusterView): DrainPhase {
+	const {drain} = view;
+	if (view.state === 'running' || view.state === 'reloading') {
+		return 'serving';
+	}
+
+	if (view.state === 'stopping' || !drain || drain.forcedBy !== undefined || drain.durationMs !== undefined) {
+		return 'stopping';
+	}
+
+	const elapsed = view.clock.now() - drain.startedAt;
+	if (elapsed < drain.timeline.servePeriodMs) {
+		return 'serve';
+	}
+
+	return elapsed < rejectEndsAt(drain.timeline) ? 'reject' : 'closing';
+}
+
+/** Requests the worker is handling: its drain report when it sends them, else its last heartbeat. */
+export const inflightOf = (record: WorkerRecord): number => record.report?.inflight ?? record.health?.inflight ?? 0;
+
+export interface WorkerStatus {
+	readonly slot: number;
+	readonly id: number;
+	readonly pid: number;
+	/** Its lifecycle state (worker-record.ts): starting, listening, retiring, hooks, drained, killed. */
+	readonly state: string;
+	readonly role: string;
+	readonly attached: boolean;
+	readonly startReason: string;
+	readonly uptimeSeconds: number;
+	/** Starts of its slot after the first: crashes, recycles and reloads. */
+	readonly restarts: number;
+	readonly inflight: number;
+	readonly connections: {readonly upgrades: number; readonly streams: number};
+	/** From its last heartbeat; null before the first. */
+	readonly rssBytes: number | null;
+	readonly heapUsedBytes: number | null;
+	readonly eventLoopDelayMs: number | null;
+	readonly heartbeatAgeMs: number | null;
+	readonly requests: number | null;
+}
+
+export function workerStatus(record: WorkerRecord, view: ClusterView, restarts: number): WorkerStatus {
+	const now = view.clock.now();
+	const {health, report} = record;
+	return {
+		slot: record.slot,
+		id: record.id,
+		pid: record.pid,
+		state: record.state.name === 'gone' ? lastLive(record.state).name : record.state.name,
+		role: roleOf(record.state),
+		attached: isAttached(record.state),
+		startReason: record.startReason,
+		uptimeSeconds: round((now - record.startedAt) / 1000),
+		restarts,
+		inflight: inflightOf(record),
+		connections: {upgrades: report?.upgrades ?? 0, streams: report?.streams ?? 0},
+		rssBytes: health?.rssBytes ?? null,
+		heapUsedBytes: health?.heapUsedBytes ?? null,
+		eventLoopDelayMs: health?.loopDelayMs ?? null,
+		heartbeatAgeMs: health ? Math.round(now - health.at) : null,
+		requests: health?.requests ?? report?.served ?? null,
+	};
+}
+
+const round = (n: number): number => Math.round(n * 1000) / 1000;
+
+export function clusterStatus(view: ClusterView, restartsOf: (slot: number) => number): Record<string, unknown> {
+	const {clock, drain, options} = view;
+	const now = clock.now();
+	const wall = (at: number): string => new Date(Date.now() - (now - at)).toISOString();
+	const phase = drainPhase(view);
+	return {
+		state: view.state,
+		phase,
+		drainPhase: DRAIN_PHASES.indexOf(phase),
+		pid: process.pid,
+		uptimeSeconds: round((now - view.startedAt) / 1000),
+		workersDesired: options.workers,
+		timeline: {
+			servePeriodMs: options.settings.servePeriodMs,
+			rejectPeriodMs: options.settings.rejectPeriodMs,
+			gracePeriodMs: options.settings.gracePeriodMs,
+		},
+		drain: drain
+			? {
+				signal: drain.signal,
+				startedAt: wall(drain.startedAt),
+				elapsedMs: Math.round(now - drain.startedAt),
+				serveUntil: wall(drain.startedAt + drain.timeline.servePeriodMs),
+				rejectUntil: wall(drain.startedAt + rejectEndsAt(drain.timeline)),
+				deadline: wall(drain.startedAt + drain.timeline.gracePeriodMs),
+				forcedBy: drain.forcedBy ?? null,
+				durationMs: drain.durationMs ?? null,
+			}
+			: null,
+		reloads: view.reloads,
+		workers: view.fleet.alive
+			.sort((a, b) => a.slot - b.slot || a.id - b.id)
+			.map(record => workerStatus(record, view, restartsOf(record.slot))),
+	};
+}
