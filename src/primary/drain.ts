@@ -155,21 +155,26 @@ export class ClusterDrain {
 	private logProgress(): void {
 		const workers: Record<number, number | 'no helper' | 'no report'> = {};
 		let inflight = 0;
+		let upgrades = 0;
+		let streams = 0;
 		for (const record of this.options.fleet.alive) {
 			// A worker without the helper never reports; one with it that has not
 			// reported yet may be frozen: the two must not look alike.
 			const count = record.report?.inflight;
 			workers[record.id] = count ?? (isAttached(record.state) ? 'no report' : 'no helper');
 			inflight += count ?? 0;
+			// Long-lived connections apart: they never hold the drain.
+			upgrades += record.report?.upgrades ?? 0;
+			streams += record.report?.streams ?? 0;
 		}
 
-		this.options.logger.info({inflight, workers}, 'drain progress');
+		this.options.logger.info({inflight, upgrades, streams, workers}, 'drain progress');
 	}
 
 	private killAll(reason: ForcedBy): void {
 		this.forced ??= reason;
 		for (const record of this.options.fleet.alive) {
-			this.options.logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, reason}, 'killing worker');
+			this.options.logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, upgrades: record.report?.upgrades ?? null, streams: record.report?.streams ?? null, reason}, 'killing worker');
 			this.options.fleet.kill(record, reason);
 		}
 
@@ -200,9 +205,11 @@ export class ClusterDrain {
 		const code = outcome(this.forced, lost.length);
 		let served = 0;
 		let rejected = 0;
+		let closedLongLived = 0;
 		for (const record of this.workers) {
 			served += record.report?.served ?? 0;
 			rejected += record.report?.rejected ?? 0;
+			closedLongLived += record.report?.closedLongLived ?? 0;
 		}
 
 		const summary = {
@@ -210,6 +217,7 @@ export class ClusterDrain {
 			durationMs: Math.round(this.options.clock.now() - this.startedAt),
 			served,
 			rejected,
+			closedLongLived,
 			outcome: code === ExitCode.OK ? 'clean' : 'forced',
 			exitCode: code,
 			...(lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, killedFor: killReason(record.state) ?? null}))} : {}),

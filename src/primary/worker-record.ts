@@ -25,6 +25,7 @@ export interface DrainSummary {
 	readonly served: number;
 	readonly rejected: number;
 	readonly durationMs: number;
+	readonly closedLongLived: number;
 }
 
 /** Where a running worker stands: what it is to the fleet, and whether the app attached. */
@@ -60,6 +61,12 @@ export interface InflightReport {
 	readonly inflight: number;
 	readonly served: number;
 	readonly rejected: number;
+	/** Upgraded connections (WebSockets) still open: apart from `inflight`. */
+	readonly upgrades: number;
+	/** Event streams still open: apart from `inflight`. */
+	readonly streams: number;
+	/** Long-lived connections the worker's drain closed (known once it drained). */
+	readonly closedLongLived: number;
 }
 
 export interface WorkerRecord {

@@ -7,7 +7,8 @@
  * plain `node server.js` the helper drains the process itself on SIGTERM/SIGINT,
  * with the same timeline read from `GRACEFUL_CLUSTER_*`.
  */
-import type {Server} from 'node:http';
+import http, {type Server} from 'node:http';
+import https from 'node:https';
 import {performance} from 'node:perf_hooks';
 import {createLogger, type Logger} from '../logger.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
@@ -15,11 +16,12 @@ import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
 import {isDuplicateSignal, remaining, type Timeline} from '../timeline.js';
 import {getChannel, type WorkerChannel} from './channel.js';
-import {ProcessDrain, type PhaseName, type ShutdownHook} from './drain.js';
+import {ProcessDrain, type DrainListener, type PhaseName, type ShutdownHook} from './drain.js';
 import {asHooks, getSignalListeners, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
 
-export type {PhaseName, ShutdownHook} from './drain.js';
+export type {DrainListener, DrainNotice, PhaseName, ShutdownHook} from './drain.js';
+export type {DrainReason} from './filter.js';
 
 export interface GracefulHandle {
 	/**
@@ -32,14 +34,27 @@ export interface GracefulHandle {
 	 */
 	onShutdown(hook: ShutdownHook): GracefulHandle;
 	/**
+	 * Registers a function told once, when the drain starts or a reload retires
+	 * this worker, with `{reason: 'shutdown' | 'reload', closeInMs, closeCode}`:
+	 * close your WebSockets (with `closeCode`: 1001, or 1012 for a reload; spread
+	 * out over `closeInMs` if you like) and end your event streams. Whatever is
+	 * still open after `closeInMs` is closed by graceful-cluster. Called at once
+	 * if the drain already started. A function that throws is logged.
+	 */
+	onDrain(listener: DrainListener): GracefulHandle;
+	/**
 	 * `'serving'` until the drain starts, then `'serve'`, `'reject'`, `'closing'`,
 	 * `'hooks'`, `'done'`; or `'retiring'` when a reload replaces this worker.
 	 */
 	readonly phase: PhaseName;
 	/** True from the first moment of a drain. */
 	readonly draining: boolean;
-	/** Requests of this process's attached servers that the app is still handling. */
+	/** Requests of this process's attached servers that the app is still handling (event streams apart). */
 	readonly inflight: number;
+	/** Upgraded connections (WebSockets) of this process's attached servers still open. */
+	readonly upgrades: number;
+	/** Event-stream responses (`text/event-stream`) of this process's attached servers still open. */
+	readonly streams: number;
 	/** Takes the request filter off this server (it then serves as if never attached). */
 	detach(): void;
 }
@@ -94,8 +109,8 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 	}
 
 	drain.setHost({
-		progress(inflight, served, rejected) {
-			channel.send({type: 'inflight', inflight, served, rejected});
+		progress(inflight, served, rejected, upgrades, streams) {
+			channel.send({type: 'inflight', inflight, served, rejected, upgrades, streams});
 		},
 		covers(address) {
 			channel.send({type: 'covers', address});
@@ -139,11 +154,11 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
 	drain.setLastHooks(() => asHooks(held));
 	let lastProgressLog = 0;
 	drain.setHost({
-		progress(inflight) {
+		progress(inflight, _served, _rejected, upgrades, streams) {
 			const now = performance.now();
 			if (now - lastProgressLog >= 1000) {
 				lastProgressLog = now;
-				logger.info({inflight}, 'drain progress');
+				logger.info({inflight, upgrades, streams}, 'drain progress');
 			}
 		},
 		hooksStarting(_served, _rejected, proceed) {
@@ -180,7 +195,7 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
 		// The deadline goes first: if the app blocks the event loop later, it is
 		// still there when the loop comes back.
 		setTimeout(() => {
-			logger.error({inflight: drain.inflight, outcome: 'forced'}, 'drain finished');
+			logger.error({inflight: drain.inflight, upgrades: drain.upgrades, streams: drain.streams, outcome: 'forced'}, 'drain finished');
 			process.exit(ExitCode.DEADLINE);
 		}, timeline.gracePeriodMs);
 		drain.begin(timeline);
@@ -190,14 +205,42 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
 	held.listenOurselves('SIGINT', onSignal);
 }
 
+/** The kinds of server `attach()` can drain; each has a filter of its own. */
+export type DrainableKind = 'http1';
+
+/**
+ * What kind of server `attach()` can drain `server` as, or undefined: the one
+ * place that decides which servers are accepted. `node:http` and `node:https`
+ * servers (and subclasses) are HTTP/1.1; a `net.Server` or a look-alike object
+ * is not (the filter needs Node's HTTP parser events).
+ */
+export function drainableKind(server: unknown): DrainableKind | undefined {
+	if (server instanceof http.Server || server instanceof https.Server) {
+		return 'http1';
+	}
+
+	return undefined;
+}
+
+/** What `attach()` says about a server it cannot drain. */
+function describeServer(server: unknown): string {
+	if (server === null || typeof server !== 'object') {
+		return server === null ? 'null' : typeof server;
+	}
+
+	const name = (server as {constructor?: {name?: unknown}}).constructor?.name;
+	return typeof name === 'string' && name !== '' ? `a ${name}` : 'an object';
+}
+
 /**
  * Puts graceful-cluster's request filter in front of `server` (any `node:http` or
  * `node:https` server: raw, Express's `app.listen()`, `fastify.server`, Koa's
  * `app.listen()`). Call it once per server, before or after `listen()`.
+ * Anything else throws a `TypeError` here, at the call.
  */
 export function attach(server: Server): GracefulHandle {
-	if (!server || typeof server.emit !== 'function' || typeof server.close !== 'function') {
-		throw new TypeError('graceful-cluster: attach(server) takes a node:http Server, such as the one http.createServer() or app.listen() returns.');
+	if (drainableKind(server) === undefined) {
+		throw new TypeError(`graceful-cluster: attach(server) takes a node:http or node:https Server, such as the one http.createServer() or app.listen() returns; got ${describeServer(server)}.`);
 	}
 
 	processDrain ??= setUp();
@@ -208,6 +251,10 @@ export function attach(server: Server): GracefulHandle {
 			drain.addHook(hook);
 			return handle;
 		},
+		onDrain(listener) {
+			drain.addDrainListener(listener);
+			return handle;
+		},
 		get phase() {
 			return drain.phaseName;
 		},
@@ -216,6 +263,12 @@ export function attach(server: Server): GracefulHandle {
 		},
 		get inflight() {
 			return drain.inflight;
+		},
+		get upgrades() {
+			return drain.upgrades;
+		},
+		get streams() {
+			return drain.streams;
 		},
 		detach() {
 			drain.removeServer(filter);
