@@ -229,7 +229,11 @@ function describeServer(server: unknown): string {
 	}
 
 	const name = (server as {constructor?: {name?: unknown}}).constructor?.name;
-	return typeof name === 'string' && name !== '' ? `a ${name}` : 'an object';
+	if (typeof name !== 'string' || name === '' || name === 'Object') {
+		return 'a plain object';
+	}
+
+	return `${/^[aeiou]/i.test(name) ? 'an' : 'a'} ${name}`;
 }
 
 /**
