@@ -3,33 +3,15 @@
 // raw sockets for upgrades and Expect: 100-continue. The app is
 // test/fixtures/long-lived.mjs, with and without handle.onDrain().
 import test from 'ava';
-import {once} from 'node:events';
-import net from 'node:net';
 import {performance} from 'node:perf_hooks';
 import {setTimeout as sleep} from 'node:timers/promises';
 import {url} from '../../testkit/net.js';
 import {ABNORMAL_CLOSE, HandshakeRejected, openEventSource, openSocketIo, openWs} from '../../testkit/long-lived.js';
 import {fixture, startCluster, type LogLine} from '../helpers/cluster.js';
-import {client} from '../helpers/http.js';
+import {client, rawExchange, UPGRADE_REQUEST} from '../helpers/http.js';
 
 const REJECT_MS = 2000;
 const APP = fixture('long-lived.mjs');
-
-/** Writes `text` on a new connection; resolves with everything received once the server closes it. */
-async function raw(port: number, text: string): Promise<string> {
-	const socket = net.connect(port, '127.0.0.1');
-	let received = '';
-	socket.setEncoding('latin1');
-	socket.on('data', (chunk: string) => {
-		received += chunk;
-	});
-	socket.on('error', () => {});
-	await once(socket, 'connect');
-	socket.write(text);
-	await Promise.race([once(socket, 'close'), sleep(5000)]);
-	socket.destroy();
-	return received;
-}
 
 const isWorker = (message: string) => (line: LogLine) => line.role === 'worker' && line.msg === message;
 
@@ -60,9 +42,9 @@ test.serial('left to graceful-cluster: new upgrades, 100-continue and event stre
 	t.is(handshake.status, 503);
 	t.is(handshake.headers['connection'], 'close');
 	t.is(handshake.headers['retry-after'], '1');
-	const upgrade = await raw(app.port, 'GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n');
+	const {received: upgrade} = await rawExchange(app.port, UPGRADE_REQUEST, {ms: 5000});
 	t.regex(upgrade, /^HTTP\/1\.1 503 Service Unavailable\r\n[^]*Connection: close\r\n[^]*Retry-After: 1\r\n/);
-	const upload = await raw(app.port, 'POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\nExpect: 100-continue\r\n\r\n');
+	const {received: upload} = await rawExchange(app.port, 'POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\nExpect: 100-continue\r\n\r\n', {ms: 5000});
 	t.regex(upload, /^HTTP\/1\.1 503 Service Unavailable\r\n/, 'the 503 is the first and final answer: no 100 Continue');
 	t.notRegex(upload, /100 Continue/);
 	const stream = await client(url(app.port, '/events'), {headers: {accept: 'text/event-stream'}});

@@ -10,7 +10,7 @@ import {performance} from 'node:perf_hooks';
 import {setTimeout} from 'node:timers/promises';
 import {Mode, RequestFilter, UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/request-filter.js';
 import {url} from '../../testkit/net.js';
-import {client, RawConnection} from '../helpers/http.js';
+import {client, rawExchange, RawConnection, UPGRADE_REQUEST as UPGRADE} from '../helpers/http.js';
 
 interface Rig {
 	server: http.Server;
@@ -317,24 +317,15 @@ test('an empty probe path sends the probe to the app', async t => {
 // ---------------------------------------------------------------------------
 // Long-lived connections and requests that never become 'request' events.
 
-/** Writes `text` on a new connection and collects everything until the server closes it (or `ms` pass). */
-async function rawExchange(port: number, text: string, {ms = 3000, after}: {ms?: number; after?: (socket: net.Socket, received: () => string) => void} = {}): Promise<{received: string; closed: boolean}> {
-	const socket = net.connect(port, '127.0.0.1');
-	let received = '';
-	socket.setEncoding('latin1');
-	socket.on('data', (chunk: string) => {
-		received += chunk;
-	});
-	socket.on('error', () => {});
-	await once(socket, 'connect');
-	socket.write(text);
-	after?.(socket, () => received);
-	const closed = await Promise.race([once(socket, 'close').then(() => true), setTimeout(ms).then(() => false)]);
-	socket.destroy();
-	return {received, closed};
-}
 
-const UPGRADE = 'GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n';
+/** A client that has sent the handshake and read the server's first answer (the 101). */
+async function upgradedClient(port: number): Promise<{socket: net.Socket; answer: string}> {
+	const socket = net.connect(port, '127.0.0.1');
+	socket.on('error', () => {});
+	socket.write(UPGRADE);
+	const [answer] = await once(socket, 'data') as [Buffer];
+	return {socket, answer: answer.toString('latin1')};
+}
 
 /** An app 'upgrade' listener that answers 101 and keeps the socket (what ws does, minus the framing). */
 function acceptUpgrades(r: Rig): Array<{request: IncomingMessage; socket: net.Socket}> {
@@ -350,18 +341,13 @@ function acceptUpgrades(r: Rig): Array<{request: IncomingMessage; socket: net.So
 test('upgrades: served and counted apart while serving and in the serve phase; the drain 503 in the reject phase, the app never sees it', async t => {
 	const r = await rig(t);
 	const upgraded = acceptUpgrades(r);
-	const first = net.connect(r.port, '127.0.0.1');
-	first.on('error', () => {});
-	first.write(UPGRADE);
-	await once(first, 'data');
+	const {socket: first} = await upgradedClient(r.port);
 	t.is(r.filter.upgrades, 1);
 	t.is(r.filter.inflight, 0, 'an upgraded socket is not a request in flight');
 
 	r.filter.setMode(Mode.DRAIN_SERVE);
-	const second = net.connect(r.port, '127.0.0.1');
-	second.on('error', () => {});
-	second.write(UPGRADE);
-	t.regex(String(await once(second, 'data')), /^HTTP\/1\.1 101 /, 'the serve phase still upgrades');
+	const {socket: second, answer} = await upgradedClient(r.port);
+	t.regex(answer, /^HTTP\/1\.1 101 /, 'the serve phase still upgrades');
 	t.is(r.filter.upgrades, 2);
 
 	r.filter.setMode(Mode.REJECT);
@@ -393,10 +379,7 @@ test('upgrades: served and counted apart while serving and in the serve phase; t
 test('an upgraded socket nobody closes after the close frame is destroyed after UPGRADE_CLOSE_WAIT_MS; a reload sends 1012', async t => {
 	const r = await rig(t);
 	const upgraded = acceptUpgrades(r);
-	const socket = net.connect(r.port, '127.0.0.1');
-	socket.on('error', () => {});
-	socket.write(UPGRADE);
-	await once(socket, 'data');
+	const {socket} = await upgradedClient(r.port);
 	r.filter.setMode(Mode.RETIRE);
 	const frame = once(socket, 'data');
 	const started = performance.now();
