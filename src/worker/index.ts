@@ -8,7 +8,6 @@
  * with the same timeline read from `GRACEFUL_CLUSTER_*`.
  */
 import http, {type Server} from 'node:http';
-import https from 'node:https';
 import {performance} from 'node:perf_hooks';
 import {createLogger, type Logger} from '../logger.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
@@ -215,7 +214,13 @@ export type DrainableKind = 'http1';
  * is not (the filter needs Node's HTTP parser events).
  */
 export function drainableKind(server: unknown): DrainableKind | undefined {
-	if (server instanceof http.Server || server instanceof https.Server) {
+	if (server instanceof http.Server) {
+		return 'http1';
+	}
+
+	// node:https only now (an app with an https server has loaded it already):
+	// importing it up front would cost every worker's start 6 ms or more.
+	if (typeof server === 'object' && server !== null && server instanceof process.getBuiltinModule('node:https').Server) {
 		return 'http1';
 	}
 
