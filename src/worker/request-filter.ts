@@ -338,8 +338,16 @@ export class RequestFilter implements ServerFilter {
 		}
 
 		const upgrades = this.upgraded.size;
+		const closing: Socket[] = [];
 		for (const [socket, webSocket] of this.upgraded) {
-			closeUpgraded(socket, webSocket ? CLOSE_FRAMES[reason] : undefined);
+			if (sendCloseFrame(socket, webSocket ? CLOSE_FRAMES[reason] : undefined)) {
+				closing.push(socket);
+			}
+		}
+
+		// One timer for all of them (10,000 WebSockets are 10,000 sockets, not 10,000 timers).
+		if (closing.length > 0) {
+			setTimeout(destroyAll, UPGRADE_CLOSE_WAIT_MS, closing).unref();
 		}
 
 		return {upgrades, streams};
@@ -556,27 +564,27 @@ export class RequestFilter implements ServerFilter {
 }
 
 /**
- * Closes one upgraded connection. A WebSocket gets `frame` (its close frame) if
- * the handshake answer went out and the connection is still writable: the
- * app's library writes whole frames in one go, and a control frame may come
- * between the fragments of a message (RFC 6455 section 5.4), so the frame lands
- * on a frame boundary. Then the library and the client close it; whatever is
- * still open after `UPGRADE_CLOSE_WAIT_MS` is destroyed. Anything else is
- * destroyed now.
+ * Starts closing one upgraded connection. A WebSocket gets `frame` (its close
+ * frame) if the handshake answer went out and the connection is still
+ * writable: the app's library writes whole frames in one go, and a control
+ * frame may come between the fragments of a message (RFC 6455 section 5.4), so
+ * the frame lands on a frame boundary. Then the library and the client close
+ * it (true: the caller destroys it if they have not after
+ * `UPGRADE_CLOSE_WAIT_MS`). Anything else is destroyed now (false).
  */
-function closeUpgraded(socket: Socket, frame: Buffer | undefined): void {
+function sendCloseFrame(socket: Socket, frame: Buffer | undefined): boolean {
 	if (frame === undefined || !socket.writable || socket.writableEnded || socket.bytesWritten === 0) {
 		socket.destroy();
-		return;
+		return false;
 	}
 
 	socket.on('error', ignoreError);
 	socket.write(frame);
-	const timer = setTimeout(() => {
+	return true;
+}
+
+function destroyAll(sockets: readonly Socket[]): void {
+	for (const socket of sockets) {
 		socket.destroy();
-	}, UPGRADE_CLOSE_WAIT_MS);
-	timer.unref();
-	socket.once('close', () => {
-		clearTimeout(timer);
-	});
+	}
 }
