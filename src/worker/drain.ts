@@ -135,7 +135,7 @@ export class ProcessDrain {
 	private readonly hooks: ShutdownHook[] = [];
 	private readonly drainListeners: DrainListener[] = [];
 	/** The reason and `clock.now()` moment long-lived connections are closed, once a drain or retire began. */
-	private closing: {readonly reason: DrainReason; readonly at: number} | undefined;
+	private longLivedClose: {readonly reason: DrainReason; readonly at: number} | undefined;
 	private closedLongLived = 0;
 	/** Run after `hooks`: read when the hooks start, so listeners added late still count. */
 	private lastHooks: () => readonly NamedHook[] = () => [];
@@ -273,7 +273,7 @@ export class ProcessDrain {
 		}
 
 		this.drainListeners.push(listener);
-		if (this.closing) {
+		if (this.longLivedClose) {
 			setImmediate(() => {
 				this.notify(listener);
 			});
@@ -298,7 +298,7 @@ export class ProcessDrain {
 		const now = this.clock.now();
 		this.startedAt = now;
 		this.deadlineAt = now + timeline.gracePeriodMs;
-		this.closing = {reason: 'shutdown', at: now + timeline.servePeriodMs + timeline.rejectPeriodMs};
+		this.longLivedClose = {reason: 'shutdown', at: now + timeline.servePeriodMs + timeline.rejectPeriodMs};
 		this.sortLongLived();
 		this.logger.info({
 			servePeriodMs: timeline.servePeriodMs,
@@ -341,7 +341,7 @@ export class ProcessDrain {
 
 		const phase: Phase = {name: 'retiring', startedAt: this.clock.now(), lingering: true};
 		this.startedAt = phase.startedAt;
-		this.closing = {reason: 'reload', at: phase.startedAt + lingerMs};
+		this.longLivedClose = {reason: 'reload', at: phase.startedAt + lingerMs};
 		this.enter(phase);
 		this.logger.info({inflight: this.inflight, upgrades: this.upgrades, streams: this.streams, lingerMs}, 'retiring: replaced by a new worker');
 		this.timers.timeout(() => {
@@ -361,7 +361,7 @@ export class ProcessDrain {
 
 	/** One `onDrain` listener, told the time left; one that throws (or rejects) is logged, never fatal. */
 	private notify(listener: DrainListener): void {
-		const {reason, at} = this.closing!;
+		const {reason, at} = this.longLivedClose!;
 		const notice: DrainNotice = {reason, closeInMs: Math.max(0, Math.round(at - this.clock.now())), closeCode: CLOSE_CODES[reason]};
 		const failed = (error: unknown): void => {
 			this.logger.error({err: error, listener: listener.name || 'anonymous'}, 'an onDrain listener failed');
@@ -389,7 +389,7 @@ export class ProcessDrain {
 	 * with a pointer to `onDrain`. They never hold the drain.
 	 */
 	private closeLongLived(): void {
-		const reason = this.closing?.reason ?? 'shutdown';
+		const reason = this.longLivedClose?.reason ?? 'shutdown';
 		let upgrades = 0;
 		let streams = 0;
 		for (const filter of this.filters) {
