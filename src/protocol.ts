@@ -45,12 +45,16 @@ export interface CoversMessage {
 	readonly address: string;
 }
 
-/** Worker -> primary, during a drain, throttled: requests still running. */
+/** Worker -> primary, during a drain, throttled: requests still running, long-lived connections still open. */
 export interface InflightMessage {
 	readonly type: 'inflight';
 	readonly inflight: number;
 	readonly served: number;
 	readonly rejected: number;
+	/** Upgraded connections (WebSockets): never counted in `inflight`. */
+	readonly upgrades: number;
+	/** Event-stream responses: never counted in `inflight`. */
+	readonly streams: number;
 }
 
 /**
@@ -71,6 +75,8 @@ export interface DrainedMessage {
 	readonly served: number;
 	readonly rejected: number;
 	readonly durationMs: number;
+	/** Upgraded connections and event streams the app left open, closed by the drain. */
+	readonly closedLongLived: number;
 }
 
 /**
@@ -182,9 +188,9 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	retire: {lingerMs: 'count'},
 	attached: {},
 	covers: {address: 'text'},
-	inflight: {inflight: 'count', served: 'count', rejected: 'count'},
+	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count'},
 	hooks: {served: 'count', rejected: 'count'},
-	drained: {served: 'count', rejected: 'count', durationMs: 'count'},
+	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count'},
 	'metrics-request': {id: 'count'},
 	metrics: {id: 'count', metrics: 'metrics'},
 };

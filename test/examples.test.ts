@@ -1,9 +1,13 @@
 // Every app in examples/ started under the real CLI, loaded, then drained by a
-// SIGTERM to the primary with a request in flight: what a user who copies an
-// example gets on their first rolling update.
+// SIGTERM to the primary with a request in flight (the WebSocket and SSE ones
+// with their connections open): what a user who copies an example gets on
+// their first rolling update.
 import path from 'node:path';
+import {performance} from 'node:perf_hooks';
+import {setTimeout as sleep} from 'node:timers/promises';
 import test from 'ava';
 import type {Response} from 'got';
+import {HandshakeRejected, openEventSource, openWs} from '../testkit/long-lived.js';
 import {url} from '../testkit/net.js';
 import {ROOT, startCluster} from './helpers/cluster.js';
 import {client, RawConnection} from './helpers/http.js';
@@ -118,3 +122,73 @@ for (const example of EXAMPLES) {
 		t.deepEqual(app.lines.filter(line => line.level === 'error' || line.level === 'fatal'), [], 'no error lines at all');
 	});
 }
+
+test.serial('WebSocket (ws): examples/websocket/server.js closes its WebSockets itself through onDrain (1001, spread out) under echo load; new handshakes get the 503; exit 0', async t => {
+	t.timeout(45_000);
+	const app = await startCluster(t, ['--reject-period', `${REJECT_MS}ms`, '--grace-period', '15s'], path.join(ROOT, 'examples/websocket/server.js'), {env: {PORT: '0'}});
+	const sockets = Array.from({length: 40}, () => openWs(`ws://127.0.0.1:${app.port}/`));
+	await Promise.all(sockets.map(async socket => socket.opened));
+	// Load: every client echoes in a loop until its socket closes.
+	let echoed = 0;
+	const loops = sockets.map(async socket => {
+		while (socket.ws.readyState === socket.ws.OPEN) {
+			// eslint-disable-next-line no-await-in-loop
+			const reply = await Promise.race([socket.echo(`m${echoed}`), socket.closed.then(() => undefined)]);
+			if (reply !== undefined) {
+				echoed++;
+			}
+		}
+	});
+	await sleep(300);
+
+	const signalledAt = performance.now();
+	app.kill('SIGTERM');
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests', {count: 2});
+	const late = openWs(`ws://127.0.0.1:${app.port}/`);
+	const refused = await late.opened.then(() => undefined, (error: unknown) => error);
+	t.true(refused instanceof HandshakeRejected && refused.status === 503 && refused.headers['retry-after'] === '1', String(refused));
+
+	const closes = await Promise.all(sockets.map(async socket => socket.closed));
+	await Promise.all(loops);
+	t.true(echoed > 100, `${echoed} echoes`);
+	t.deepEqual([...new Set(closes.map(close => close.code))], [1001], 'every client saw 1001, none 1006');
+	const times = closes.map(close => close.at - signalledAt);
+	t.log(`40 WebSockets closed by the app between ${Math.round(Math.min(...times))} and ${Math.round(Math.max(...times))} ms after SIGTERM; ${echoed} echoes`);
+	t.true(Math.max(...times) - Math.min(...times) > REJECT_MS / 4, 'spread out, not all at once');
+	t.true(Math.max(...times) < REJECT_MS, 'all closed before the reject phase ends');
+
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	t.true(performance.now() - signalledAt < REJECT_MS + 2000);
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0, closedLongLived: 0});
+	t.is(app.lines.filter(line => line.msg === 'example: shutdown hook ran').length, 2);
+	t.deepEqual(app.lines.filter(line => line.level === 'error' || line.level === 'fatal'), [], 'no error lines at all');
+});
+
+test.serial('Server-sent events: examples/sse/server.js ends its streams through onDrain under load; EventSource reconnects and is sent away with a retry:, never failed; exit 0', async t => {
+	t.timeout(45_000);
+	const app = await startCluster(t, ['--reject-period', `${REJECT_MS}ms`, '--grace-period', '15s'], path.join(ROOT, 'examples/sse/server.js'), {env: {PORT: '0'}});
+	const sources = Array.from({length: 20}, () => openEventSource(url(app.port, '/events')));
+	await Promise.all(sources.map(async source => source.opened));
+	const hello = await load(app.port, '/', LOAD);
+	t.true(hello.every(response => response.statusCode === 200));
+	await sleep(600);
+	t.true(sources.every(source => source.messages.length >= 2), 'every stream ticks');
+
+	app.kill('SIGTERM');
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests', {count: 2});
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	for (const source of sources) {
+		t.true(source.errors.length >= 1, 'the stream ended');
+		t.not(source.source.readyState, source.source.CLOSED, 'EventSource still reconnecting: it was never failed by a 503');
+		source.source.close();
+	}
+
+	const reconnected = sources.filter(source => source.opens >= 2).length;
+	t.log(`${reconnected} of 20 EventSources reconnected during the reject phase and got 200 + retry:`);
+	t.true(reconnected >= 15);
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0});
+	t.is(app.lines.filter(line => line.msg === 'example: shutdown hook ran').length, 2);
+	t.deepEqual(app.lines.filter(line => line.level === 'error' || line.level === 'fatal'), [], 'no error lines at all');
+});

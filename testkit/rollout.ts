@@ -15,6 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import {performance} from 'node:perf_hooks';
 import {setTimeout as sleep} from 'node:timers/promises';
+import {ABNORMAL_CLOSE, HandshakeRejected, openWs} from './long-lived.js';
 import {freePorts, isListening} from './net.js';
 import {cleanEnv, spawnGroup, waitUntil, type GroupProcess, type Line} from './proc.js';
 
@@ -286,6 +287,107 @@ export class Load {
 	}
 }
 
+/** What the WebSocket clients saw during a rollout. */
+export interface WsResult {
+	readonly clients: number;
+	/** Handshakes that opened (the first of each client included). */
+	readonly opened: number;
+	/** Server-initiated closes, by code (1001 going away, 1012 restart, 1006 abnormal: cut without a close frame). */
+	readonly closes: Record<string, number>;
+	/** Closes with 1006: the promise is none. */
+	readonly abnormal: number;
+	/** Reconnect handshakes answered 503 + Retry-After (a draining pod before the LB noticed): retried after it, not a failure. */
+	readonly retriedAfter503: number;
+	/** Reconnects that failed any other way (reset, refused, 502, a 503 without Retry-After, timeout). */
+	readonly failedConnects: number;
+	/** Messages echoed. */
+	readonly echoes: number;
+	readonly failures: readonly string[];
+}
+
+/**
+ * WebSocket clients through the LB: each connects, echoes a message every
+ * `thinkMs`, and when the server closes it, reconnects at once, as a
+ * reconnecting client library does (after `Retry-After` on a 503).
+ */
+export class WsLoad {
+	private running = false;
+	private loops: Array<Promise<void>> = [];
+	private readonly open = new Set<ReturnType<typeof openWs>>();
+	private readonly counts = {opened: 0, abnormal: 0, retriedAfter503: 0, failedConnects: 0, echoes: 0};
+	private readonly closes: Record<string, number> = {};
+	private readonly failures: string[] = [];
+
+	constructor(private readonly port: number, private readonly clients: number, private readonly path = '/ws', private readonly thinkMs = 100) {}
+
+	start(): void {
+		this.running = true;
+		for (let i = 0; i < this.clients; i++) {
+			this.loops.push(this.loop());
+		}
+	}
+
+	async stop(): Promise<WsResult> {
+		this.running = false;
+		for (const client of this.open) {
+			client.ws.close(1000);
+		}
+
+		await Promise.all(this.loops);
+		return {clients: this.clients, ...this.counts, closes: {...this.closes}, failures: [...this.failures]};
+	}
+
+	private async loop(): Promise<void> {
+		while (this.running) {
+			const client = openWs(`ws://127.0.0.1:${this.port}${this.path}`);
+			try {
+				// eslint-disable-next-line no-await-in-loop
+				await client.opened;
+			} catch (error) {
+				if (error instanceof HandshakeRejected && error.status === 503 && error.headers['retry-after'] !== undefined) {
+					this.counts.retriedAfter503++;
+					// eslint-disable-next-line no-await-in-loop
+					await sleep(Number(error.headers['retry-after']) * 1000);
+				} else if (this.running) {
+					this.counts.failedConnects++;
+					this.failures.push(error instanceof HandshakeRejected ? `handshake ${error.status}` : String((error as NodeJS.ErrnoException).code ?? error));
+					// eslint-disable-next-line no-await-in-loop
+					await sleep(200);
+				}
+
+				continue;
+			}
+
+			this.counts.opened++;
+			this.open.add(client);
+			let closed = false;
+			void client.closed.then(() => {
+				closed = true;
+			});
+			while (!closed && this.running) {
+				// eslint-disable-next-line no-await-in-loop
+				const reply = await Promise.race([client.echo('ping'), client.closed.then(() => undefined), sleep(5000).then(() => 'timeout')]);
+				if (reply === 'ping') {
+					this.counts.echoes++;
+				}
+
+				// eslint-disable-next-line no-await-in-loop
+				await sleep(this.thinkMs);
+			}
+
+			// eslint-disable-next-line no-await-in-loop
+			const {code} = await client.closed;
+			this.open.delete(client);
+			if (this.running || code !== 1000) {
+				this.closes[code] = (this.closes[code] ?? 0) + 1;
+				if (code === ABNORMAL_CLOSE) {
+					this.counts.abnormal++;
+				}
+			}
+		}
+	}
+}
+
 // ---------------------------------------------------------------------------
 // HAProxy
 
@@ -430,6 +532,10 @@ export interface RunOptions {
 	readonly exitTimeoutMs?: number;
 	/** Text in pod 1's output that shows a long request reached the app. */
 	readonly longStartedMarker?: string;
+	/** WebSocket clients (`WsLoad`) on `webSocketPath` through the LB besides the HTTP load; none by default. */
+	readonly webSockets?: number;
+	/** @default '/ws' */
+	readonly webSocketPath?: string;
 	readonly log?: (message: string) => void;
 }
 
@@ -457,6 +563,8 @@ export interface RunResult {
 	/** ms from the signal to the start of the last load request HAProxy sent to the old pod 1. */
 	readonly lastRoutedToOldMs: number | undefined;
 	readonly replacement: {readonly startMs: number; readonly upMs: number | undefined; readonly served: number};
+	/** What the WebSocket clients saw, when the run had some. */
+	readonly webSockets: WsResult | undefined;
 	readonly durationMs: number;
 }
 
@@ -518,6 +626,8 @@ export async function runRollout(options: RunOptions, cleanup: Cleanup): Promise
 	const sinceSignal = () => (Number.isNaN(signalAt) ? performance.now() : signalAt);
 	const load = new Load(lbPort, {clients, thinkMs: options.thinkMs ?? 5, timeoutMs: options.requestTimeoutMs ?? 15_000}, sinceSignal);
 	load.start();
+	const wsLoad = options.webSockets ? new WsLoad(lbPort, options.webSockets, options.webSocketPath) : undefined;
+	wsLoad?.start();
 	try {
 		await sleep(options.warmupMs ?? 1500);
 
@@ -571,6 +681,7 @@ export async function runRollout(options: RunOptions, cleanup: Cleanup): Promise
 
 		await Promise.all(longs);
 		await load.stop();
+		const webSockets = await wsLoad?.stop();
 
 		const down = haproxy.lines.find(stateLine('pod1', 'DOWN'));
 		const toOld = loggedRequests(haproxy).filter(r => r.server === 'pod1' && !r.uri.startsWith('/slow') && r.at - r.activeMs < replacementAt);
@@ -599,11 +710,13 @@ export async function runRollout(options: RunOptions, cleanup: Cleanup): Promise
 			detectionMs: down && down.at > signalAt ? Math.round(down.at - signalAt) : undefined,
 			lastRoutedToOldMs: lastToOld === undefined ? undefined : Math.round(lastToOld - signalAt),
 			replacement: {startMs: Math.round(replacementAt - signalAt), upMs: upAt === undefined ? undefined : Math.round(upAt - signalAt), served: servedByReplacement()},
+			webSockets,
 			durationMs: Math.round(performance.now() - began),
 		};
 		return result;
 	} finally {
 		await load.stop();
+		await wsLoad?.stop();
 	}
 }
 
@@ -618,6 +731,7 @@ export function describe(result: RunResult): string {
 		`  in-flight long requests completed ${result.inflight.completed}/${result.inflight.sent} (${result.inflight.outcomes.join(', ')}), re-run on another pod: ${result.inflight.rerun}`,
 		`  detection (SIGTERM -> HAProxy marks pod 1 DOWN) ${ms(result.detectionMs)}; last load request HAProxy logged as answered by the old pod 1 at ${ms(result.lastRoutedToOldMs)}`,
 		`  pod 1 exit ${result.exit.killed ? 'none (killed by the harness)' : `code ${result.exit.code} signal ${result.exit.signal}`} after ${ms(result.exit.afterMs)}; replacement started at ${ms(result.replacement.startMs)}, UP at ${ms(result.replacement.upMs)}, served ${result.replacement.served}`,
+		...(result.webSockets ? [`  WebSockets: ${result.webSockets.clients} clients, ${result.webSockets.opened} opened, closes by the server ${JSON.stringify(result.webSockets.closes)}, abnormal (1006) ${result.webSockets.abnormal}, reconnects answered 503 + Retry-After ${result.webSockets.retriedAfter503}, failed reconnects ${result.webSockets.failedConnects}${result.webSockets.failures.length > 0 ? ` (${result.webSockets.failures.slice(0, 5).join(', ')})` : ''}, echoes ${result.webSockets.echoes}`] : []),
 		...result.samples.slice(0, 8).map(sample => `  sample: ${sample.atMs} ms ${sample.request} -> ${sample.outcome} (${sample.detail})`),
 	].join('\n');
 }

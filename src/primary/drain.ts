@@ -85,8 +85,6 @@ export class ClusterDrain {
 	/** How long it took, once finished. */
 	durationMs: number | undefined;
 	private lastProgress: {readonly key: string; readonly at: number} | undefined;
-	/** Per worker, the most long-lived connections it reported open during the drain: the ones it closed. */
-	private readonly longLived = new Map<WorkerRecord, number>();
 	private readonly timers: TimerGroup;
 
 	constructor(private readonly options: ClusterDrainOptions, readonly signal: NodeJS.Signals) {
@@ -158,11 +156,6 @@ export class ClusterDrain {
 		if (message.type === 'attached') {
 			this.options.fleet.send(record, this.message());
 		}
-
-		const open = (record.report?.upgrades ?? 0) + (record.report?.streams ?? 0);
-		if (open > (this.longLived.get(record) ?? 0)) {
-			this.longLived.set(record, open);
-		}
 	};
 
 	/**
@@ -182,30 +175,35 @@ export class ClusterDrain {
 	private logProgress(): void {
 		const workers: Record<number, number | 'no helper' | 'no report'> = {};
 		let inflight = 0;
+		let upgrades = 0;
+		let streams = 0;
 		for (const record of this.options.fleet.alive) {
 			// A worker without the helper never reports; one with it that has not
 			// reported yet may be frozen: the two must not look alike.
 			const count = record.report?.inflight;
 			workers[record.id] = count ?? (isAttached(record.state) ? 'no report' : 'no helper');
 			inflight += count ?? 0;
+			// Long-lived connections apart: they never hold the drain.
+			upgrades += record.report?.upgrades ?? 0;
+			streams += record.report?.streams ?? 0;
 		}
 
 		// Only when the counts changed, or every PROGRESS_REPEAT_MS: an idle reject
 		// phase of 20 s is not 20 identical lines.
-		const key = JSON.stringify(workers);
+		const key = JSON.stringify([workers, upgrades, streams]);
 		const now = this.options.clock.now();
 		if (this.lastProgress && this.lastProgress.key === key && now - this.lastProgress.at < PROGRESS_REPEAT_MS) {
 			return;
 		}
 
 		this.lastProgress = {key, at: now};
-		this.options.logger.info({inflight, workers}, 'drain progress');
+		this.options.logger.info({inflight, upgrades, streams, workers}, 'drain progress');
 	}
 
 	private killAll(reason: ForcedBy): void {
 		this.forced ??= reason;
 		for (const record of this.options.fleet.alive) {
-			this.options.logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, reason}, 'killing worker');
+			this.options.logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, upgrades: record.report?.upgrades ?? null, streams: record.report?.streams ?? null, reason}, 'killing worker');
 			this.options.fleet.kill(record, reason);
 		}
 
@@ -236,14 +234,11 @@ export class ClusterDrain {
 		const code = outcome(this.forced, lost.length);
 		let served = 0;
 		let rejected = 0;
+		let closedLongLived = 0;
 		for (const record of this.workers) {
 			served += record.report?.served ?? 0;
 			rejected += record.report?.rejected ?? 0;
-		}
-
-		let longLivedClosed = 0;
-		for (const count of this.longLived.values()) {
-			longLivedClosed += count;
+			closedLongLived += record.report?.closedLongLived ?? 0;
 		}
 
 		this.durationMs = Math.round(this.options.clock.now() - this.startedAt);
@@ -252,7 +247,7 @@ export class ClusterDrain {
 			durationMs: this.durationMs,
 			served,
 			rejected,
-			longLivedClosed,
+			closedLongLived,
 			workersLost: lost.length,
 			workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
 			outcome: code === ExitCode.OK ? 'clean' : 'forced',

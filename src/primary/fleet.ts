@@ -84,12 +84,13 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			record.covered.add(message.address);
 		},
 		inflight(record, message) {
-			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected};
+			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected, upgrades: message.upgrades, streams: message.streams, closedLongLived: 0};
 		},
 		hooks(record, message) {
 			const {state} = record;
 			const summary = {served: message.served, rejected: message.rejected};
-			record.report = {inflight: 0, ...summary};
+			// The long-lived connections were closed as the requests' wait began.
+			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, closedLongLived: 0};
 			if (state.name === 'starting' || state.name === 'listening' || state.name === 'retiring') {
 				record.state = {name: 'hooks', summary, from: state};
 			} else if (state.name === 'gone' && (state.last.name === 'starting' || state.last.name === 'listening' || state.last.name === 'retiring')) {
@@ -101,8 +102,8 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		metrics() {},
 		drained(record, message) {
 			const {state} = record;
-			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs};
-			record.report = {inflight: 0, served: message.served, rejected: message.rejected};
+			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs, closedLongLived: message.closedLongLived};
+			record.report = {inflight: 0, served: message.served, rejected: message.rejected, upgrades: 0, streams: 0, closedLongLived: message.closedLongLived};
 			if (state.name === 'starting' || state.name === 'listening' || state.name === 'retiring') {
 				record.state = {name: 'drained', summary, from: state};
 			} else if (state.name === 'hooks') {

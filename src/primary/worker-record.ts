@@ -38,6 +38,7 @@ export interface DrainSummary {
 	readonly served: number;
 	readonly rejected: number;
 	readonly durationMs: number;
+	readonly closedLongLived: number;
 }
 
 /** Where a running worker stands: what it is to the fleet, and whether the app attached. */
@@ -73,9 +74,12 @@ export interface InflightReport {
 	readonly inflight: number;
 	readonly served: number;
 	readonly rejected: number;
-	/** Long-lived connections still open (HTTP/1.1 upgrades, event streams), when the worker reports them. */
-	readonly upgrades?: number;
-	readonly streams?: number;
+	/** Upgraded connections (WebSockets) still open: apart from `inflight`. */
+	readonly upgrades: number;
+	/** Event streams still open: apart from `inflight`. */
+	readonly streams: number;
+	/** Long-lived connections the worker's drain closed (known once it drained). */
+	readonly closedLongLived: number;
 }
 
 export interface WorkerRecord {

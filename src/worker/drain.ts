@@ -11,6 +11,11 @@
  * listeners that graceful-cluster held (signal-listeners.ts); `done` hands over
  * to the host (cluster: tell the primary and exit; standalone: exit).
  *
+ * Long-lived connections (upgraded sockets, event streams) are counted apart
+ * from requests and never hold a phase: the app is told when the drain starts
+ * (`onDrain` listeners, with the time left), and whatever is still open when
+ * the reject phase ends (a reload: when the linger ends) is closed here.
+ *
  * Hooks are where a drain hangs unseen (a pool that never closes), so they are
  * logged: when they start, once per hook still running after a second, and once
  * if any is still running as the deadline nears.
@@ -20,7 +25,7 @@ import {systemClock, TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {WorkerSettings} from '../settings.js';
 import type {Timeline} from '../timeline.js';
-import {drainableKind, Mode, type DrainableServer, type ServerFilter} from './filter.js';
+import {CLOSE_CODES, drainableKind, Mode, type DrainableServer, type DrainReason, type ServerFilter} from './filter.js';
 import {Http2Filter, type Http2AnyServer, type RejectedStream} from './http2-filter.js';
 import {RequestFilter} from './request-filter.js';
 
@@ -66,12 +71,33 @@ export interface DrainSummary {
 	readonly durationMs: number;
 	readonly served: number;
 	readonly rejected: number;
+	/** Upgraded connections and event streams the app left open, closed by the drain. */
+	readonly closedLongLived: number;
 }
+
+/** What an `onDrain` listener is told, once, when the drain starts or a reload retires the worker. */
+export interface DrainNotice {
+	/** `'shutdown'`: the process is going away (SIGTERM); `'reload'`: replaced by a new worker. */
+	readonly reason: DrainReason;
+	/**
+	 * Milliseconds from this call until graceful-cluster closes the upgraded
+	 * connections and event streams still open (the end of the reject phase; a
+	 * reload's linger). Close yours before then, spread out if you like.
+	 */
+	readonly closeInMs: number;
+	/** The WebSocket close code that fits the reason: 1001 (going away) or 1012 (service restart). */
+	readonly closeCode: 1001 | 1012;
+}
+
+export type DrainListener = (notice: DrainNotice) => unknown;
 
 /** What differs between running under the primary and running alone. */
 export interface DrainHost {
-	/** Called about four times a second during a drain with the current counts. */
-	progress(inflight: number, served: number, rejected: number): void;
+	/**
+	 * Called about four times a second during a drain with the current counts
+	 * (when one changed): requests in flight, and long-lived connections apart.
+	 */
+	progress(inflight: number, served: number, rejected: number, upgrades: number, streams: number): void;
 	/**
 	 * Every request is done and there are hooks to run: they start when the host
 	 * calls `proceed`. Under the primary, once the primary has read so, so that a
@@ -108,6 +134,10 @@ export class ProcessDrain {
 	private phase: Phase = {name: 'serving'};
 	private readonly filters: ServerFilter[] = [];
 	private readonly hooks: ShutdownHook[] = [];
+	private readonly drainListeners: DrainListener[] = [];
+	/** The reason and `clock.now()` moment long-lived connections are closed, once a drain or retire began. */
+	private longLivedClose: {readonly reason: DrainReason; readonly at: number} | undefined;
+	private closedLongLived = 0;
 	/** Run after `hooks`: read when the hooks start, so listeners added late still count. */
 	private lastHooks: () => readonly NamedHook[] = () => [];
 	private readonly timers: TimerGroup;
@@ -129,6 +159,27 @@ export class ProcessDrain {
 		let total = 0;
 		for (const filter of this.filters) {
 			total += filter.inflight;
+		}
+
+		return total;
+	}
+
+	/** Upgraded connections still open. */
+	get upgrades(): number {
+		let total = 0;
+		for (const filter of this.filters) {
+			total += filter.upgrades;
+		}
+
+		return total;
+	}
+
+	/** Event streams still open (sorted out of the requests in flight first). */
+	get streams(): number {
+		this.sortLongLived();
+		let total = 0;
+		for (const filter of this.filters) {
+			total += filter.streams;
 		}
 
 		return total;
@@ -224,6 +275,23 @@ export class ProcessDrain {
 		this.hooks.push(hook);
 	}
 
+	/**
+	 * Tells `listener` when the drain starts (or a reload retires the worker);
+	 * at once (on the next tick) if that already happened.
+	 */
+	addDrainListener(listener: DrainListener): void {
+		if (typeof listener !== 'function') {
+			throw new TypeError('graceful-cluster: onDrain() takes a function.');
+		}
+
+		this.drainListeners.push(listener);
+		if (this.longLivedClose) {
+			setImmediate(() => {
+				this.notify(listener);
+			});
+		}
+	}
+
 	/** Hooks to run after the app's `onShutdown()` ones (its held signal listeners). */
 	setLastHooks(source: () => readonly NamedHook[]): void {
 		this.lastHooks = source;
@@ -242,11 +310,15 @@ export class ProcessDrain {
 		const now = this.clock.now();
 		this.startedAt = now;
 		this.deadlineAt = now + timeline.gracePeriodMs;
+		this.longLivedClose = {reason: 'shutdown', at: now + timeline.servePeriodMs + timeline.rejectPeriodMs};
+		this.sortLongLived();
 		this.logger.info({
 			servePeriodMs: timeline.servePeriodMs,
 			rejectPeriodMs: timeline.rejectPeriodMs,
 			gracePeriodMs: timeline.gracePeriodMs,
 			inflight: this.inflight,
+			upgrades: this.upgrades,
+			streams: this.streams,
 		}, 'drain started');
 
 		if (timeline.servePeriodMs > 0) {
@@ -266,6 +338,7 @@ export class ProcessDrain {
 		this.timers.interval(() => {
 			this.summariseRejections();
 		}, SUMMARY_INTERVAL_MS);
+		this.notifyAll();
 	}
 
 	/**
@@ -280,27 +353,90 @@ export class ProcessDrain {
 
 		const phase: Phase = {name: 'retiring', startedAt: this.clock.now(), lingering: true};
 		this.startedAt = phase.startedAt;
+		this.longLivedClose = {reason: 'reload', at: phase.startedAt + lingerMs};
 		this.enter(phase);
-		this.logger.info({inflight: this.inflight, lingerMs}, 'retiring: replaced by a new worker');
+		this.logger.info({inflight: this.inflight, upgrades: this.upgrades, streams: this.streams, lingerMs}, 'retiring: replaced by a new worker');
 		this.timers.timeout(() => {
 			phase.lingering = false;
+			this.closeLongLived();
 			this.closeIfIdle();
 		}, lingerMs);
 		this.startReporting();
+		this.notifyAll();
 	}
 
-	/** In-flight (and rejected) counts to the host: at once, then whenever they change, at most four times a second. */
-	private startReporting(): void {
-		let last = this.inflight;
-		let lastRejected = this.rejected;
-		this.host?.progress(last, this.served, this.rejected);
-		this.timers.interval(() => {
-			const inflight = this.inflight;
-			if (inflight !== last || this.rejected !== lastRejected) {
-				last = inflight;
-				lastRejected = this.rejected;
-				this.host?.progress(inflight, this.served, this.rejected);
+	private notifyAll(): void {
+		for (const listener of this.drainListeners) {
+			this.notify(listener);
+		}
+	}
+
+	/** One `onDrain` listener, told the time left; one that throws (or rejects) is logged, never fatal. */
+	private notify(listener: DrainListener): void {
+		const {reason, at} = this.longLivedClose!;
+		const notice: DrainNotice = {reason, closeInMs: Math.max(0, Math.round(at - this.clock.now())), closeCode: CLOSE_CODES[reason]};
+		const failed = (error: unknown): void => {
+			this.logger.error({err: error, listener: listener.name || 'anonymous'}, 'an onDrain listener failed');
+		};
+
+		try {
+			const result = listener(notice);
+			if (result instanceof Promise) {
+				result.catch(failed);
 			}
+		} catch (error) {
+			failed(error);
+		}
+	}
+
+	private sortLongLived(): void {
+		for (const filter of this.filters) {
+			filter.sortLongLived();
+		}
+	}
+
+	/**
+	 * The end of the reject phase (a reload: of the linger): the upgraded
+	 * connections and event streams still open are closed, counted and logged
+	 * with a pointer to `onDrain`. They never hold the drain.
+	 */
+	private closeLongLived(): void {
+		const reason = this.longLivedClose?.reason ?? 'shutdown';
+		let upgrades = 0;
+		let streams = 0;
+		for (const filter of this.filters) {
+			const closed = filter.closeLongLived(reason);
+			upgrades += closed.upgrades;
+			streams += closed.streams;
+		}
+
+		if (upgrades + streams > 0) {
+			this.closedLongLived += upgrades + streams;
+			this.logger.info({upgrades, streams, reason, closeCode: CLOSE_CODES[reason]}, 'closed the long-lived connections still open; the app can close them itself, earlier, in handle.onDrain()');
+		}
+	}
+
+	/** Counts to the host: at once, then whenever one changes, at most four times a second. */
+	private startReporting(): void {
+		let last = '';
+		const report = (): void => {
+			this.sortLongLived();
+			const inflight = this.inflight;
+			const upgrades = this.upgrades;
+			const streams = this.streams;
+			// Rejections too: in an idle reject phase they are the only thing that moves.
+			const key = `${inflight} ${upgrades} ${streams} ${this.rejected}`;
+			if (key !== last) {
+				last = key;
+				this.host?.progress(inflight, this.served, this.rejected, upgrades, streams);
+			}
+		};
+
+		report();
+		this.timers.interval(() => {
+			report();
+			// A response that became an event stream no longer counts as in flight.
+			this.closeIfIdle();
 		}, REPORT_INTERVAL_MS);
 	}
 
@@ -314,6 +450,8 @@ export class ProcessDrain {
 			if (stops) {
 				this.stopAccepting(filter);
 			}
+
+			filter.sortLongLived();
 		}
 
 		switch (phase.name) {
@@ -324,6 +462,7 @@ export class ProcessDrain {
 
 			case 'closing': {
 				this.summariseRejections();
+				this.closeLongLived();
 				this.logger.info({inflight: this.inflight}, 'stopped listening; waiting for requests in flight');
 				this.closeIfIdle();
 				break;
@@ -340,6 +479,7 @@ export class ProcessDrain {
 					durationMs: Math.round(this.clock.now() - this.startedAt),
 					served: this.served,
 					rejected: this.rejected,
+					closedLongLived: this.closedLongLived,
 				});
 				break;
 			}

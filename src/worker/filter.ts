@@ -7,7 +7,7 @@
  */
 import http from 'node:http';
 import type {Http2SecureServer, Http2Server} from 'node:http2';
-import https from 'node:https';
+import type https from 'node:https';
 import net from 'node:net';
 
 /** What a filter does with a new request. Plain numbers: compared on the hot path. */
@@ -27,10 +27,31 @@ export const Mode = {
 } as const;
 export type Mode = (typeof Mode)[keyof typeof Mode];
 
+/**
+ * Why long-lived connections are being closed, and the WebSocket close code
+ * that says so: 1001 "going away" for a shutdown, 1012 "service restart" for a
+ * reload (RFC 6455 section 7.4.1, IANA registry).
+ */
+export type DrainReason = 'shutdown' | 'reload';
+export const CLOSE_CODES: Readonly<Record<DrainReason, 1001 | 1012>> = {shutdown: 1001, reload: 1012};
+
+/** Long-lived connections a filter closed at the end of the reject phase (or of a reload's linger). */
+export interface LongLivedClosed {
+	readonly upgrades: number;
+	readonly streams: number;
+}
+
 export interface ServerFilter {
 	readonly server: net.Server;
-	/** Requests handed to the app whose response has not closed yet. */
+	/** Requests handed to the app whose response has not closed yet (event streams sorted out: `streams`). */
 	readonly inflight: number;
+	/** Upgraded connections (WebSockets, socket.io) still open. Never counted in `inflight`. */
+	readonly upgrades: number;
+	/**
+	 * Event-stream responses (`Content-Type: text/event-stream`) still open, as of
+	 * the last `sortLongLived()`. Never counted in `inflight` once sorted.
+	 */
+	readonly streams: number;
 	/** Responses to app requests that closed during the drain. */
 	readonly served: number;
 	/** Requests answered with the drain 503. */
@@ -44,6 +65,18 @@ export interface ServerFilter {
 	stopAccepting(keepIdle: boolean): void;
 	/** Closes every connection left; called once nothing is in flight. */
 	closeConnections(): void;
+	/**
+	 * Moves responses in flight that turned out to be long-lived (event streams)
+	 * from `inflight` to `streams`. Called at drain time (each phase change and
+	 * report), never per request.
+	 */
+	sortLongLived(): void;
+	/**
+	 * Closes the upgraded connections and event streams still open, as cleanly
+	 * as the protocol allows (a WebSocket close frame with `CLOSE_CODES[reason]`,
+	 * an event stream ended), and returns how many of each.
+	 */
+	closeLongLived(reason: DrainReason): LongLivedClosed;
 	/** Takes the filter off; the server serves as if never attached. */
 	uninstall(): void;
 }
@@ -61,7 +94,13 @@ export type DrainableServer = http.Server | https.Server | Http2Server | Http2Se
  * only node:http2's two server classes define.
  */
 export function drainableKind(server: unknown): 'http1' | 'http2' | undefined {
-	if (server instanceof http.Server || server instanceof https.Server) {
+	if (server instanceof http.Server) {
+		return 'http1';
+	}
+
+	// node:https only now (an app with an https server has loaded it already):
+	// importing it up front would cost every worker's start 6 ms or more.
+	if (server instanceof net.Server && server instanceof process.getBuiltinModule('node:https').Server) {
 		return 'http1';
 	}
 

@@ -30,7 +30,7 @@
 import http from 'node:http';
 import {performance} from 'node:perf_hooks';
 import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, OutgoingHttpHeaders, ServerHttp2Session, ServerHttp2Stream} from 'node:http2';
-import {Mode, type ServerFilter} from './filter.js';
+import {Mode, type DrainReason, type LongLivedClosed, type ServerFilter} from './filter.js';
 import {ALIVE_BODY, DRAINING_BODY, isPath, READY_BODY, REJECT_BODY, RequestFilter, type FilterOptions} from './request-filter.js';
 
 /** GOAWAY's error code for a graceful shutdown (RFC 9113 section 7). */
@@ -199,6 +199,25 @@ export class Http2Filter implements ServerFilter {
 
 	get rejected(): number {
 		return this.streamsRejected + this.http1.rejected;
+	}
+
+	// Long-lived connections: HTTP/1.1 upgrades and event streams of an
+	// `allowHTTP1` server. An HTTP/2 stream, event stream or not, ends with its
+	// session, which the GOAWAYs close.
+	get upgrades(): number {
+		return this.http1.upgrades;
+	}
+
+	get streams(): number {
+		return this.http1.streams;
+	}
+
+	sortLongLived(): void {
+		this.http1.sortLongLived();
+	}
+
+	closeLongLived(reason: DrainReason): LongLivedClosed {
+		return this.http1.closeLongLived(reason);
 	}
 
 	get draining(): boolean {

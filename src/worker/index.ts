@@ -16,13 +16,14 @@ import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
 import {isDuplicateSignal, remaining, type Timeline} from '../timeline.js';
 import {getChannel, type WorkerChannel} from './channel.js';
-import {ProcessDrain, type PhaseName, type ShutdownHook} from './drain.js';
+import {ProcessDrain, type DrainListener, type PhaseName, type ShutdownHook} from './drain.js';
 import {drainableKind, type DrainableServer} from './filter.js';
 import {asHooks, getSignalListeners, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
 import {isMetricsRegistry, sendFinalMetrics, shareMetrics, type MetricsRegistry} from './metrics.js';
 
-export type {PhaseName, ShutdownHook} from './drain.js';
+export type {DrainListener, DrainNotice, PhaseName, ShutdownHook} from './drain.js';
+export type {DrainReason} from './filter.js';
 export type {MetricsRegistry} from './metrics.js';
 
 export interface AttachOptions {
@@ -45,14 +46,27 @@ export interface GracefulHandle {
 	 */
 	onShutdown(hook: ShutdownHook): GracefulHandle;
 	/**
+	 * Registers a function told once, when the drain starts or a reload retires
+	 * this worker, with `{reason: 'shutdown' | 'reload', closeInMs, closeCode}`:
+	 * close your WebSockets (with `closeCode`: 1001, or 1012 for a reload; spread
+	 * out over `closeInMs` if you like) and end your event streams. Whatever is
+	 * still open after `closeInMs` is closed by graceful-cluster. Called at once
+	 * if the drain already started. A function that throws is logged.
+	 */
+	onDrain(listener: DrainListener): GracefulHandle;
+	/**
 	 * `'serving'` until the drain starts, then `'serve'`, `'reject'`, `'closing'`,
 	 * `'hooks'`, `'done'`; or `'retiring'` when a reload replaces this worker.
 	 */
 	readonly phase: PhaseName;
 	/** True from the first moment of a drain. */
 	readonly draining: boolean;
-	/** Requests of this process's attached servers that the app is still handling. */
+	/** Requests of this process's attached servers that the app is still handling (event streams apart). */
 	readonly inflight: number;
+	/** Upgraded connections (WebSockets) of this process's attached servers still open. */
+	readonly upgrades: number;
+	/** Event-stream responses (`text/event-stream`) of this process's attached servers still open. */
+	readonly streams: number;
 	/** Takes the request filter off this server (it then serves as if never attached). */
 	detach(): void;
 }
@@ -107,8 +121,8 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 	}
 
 	drain.setHost({
-		progress(inflight, served, rejected) {
-			channel.send({type: 'inflight', inflight, served, rejected});
+		progress(inflight, served, rejected, upgrades, streams) {
+			channel.send({type: 'inflight', inflight, served, rejected, upgrades, streams});
 		},
 		covers(address) {
 			channel.send({type: 'covers', address});
@@ -155,11 +169,11 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
 	drain.setLastHooks(() => asHooks(held));
 	let lastProgressLog = 0;
 	drain.setHost({
-		progress(inflight) {
+		progress(inflight, _served, _rejected, upgrades, streams) {
 			const now = performance.now();
 			if (now - lastProgressLog >= 1000) {
 				lastProgressLog = now;
-				logger.info({inflight}, 'drain progress');
+				logger.info({inflight, upgrades, streams}, 'drain progress');
 			}
 		},
 		hooksStarting(_served, _rejected, proceed) {
@@ -196,7 +210,7 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
 		// The deadline goes first: if the app blocks the event loop later, it is
 		// still there when the loop comes back.
 		setTimeout(() => {
-			logger.error({inflight: drain.inflight, outcome: 'forced'}, 'drain finished');
+			logger.error({inflight: drain.inflight, upgrades: drain.upgrades, streams: drain.streams, outcome: 'forced'}, 'drain finished');
 			process.exit(ExitCode.DEADLINE);
 		}, timeline.gracePeriodMs);
 		drain.begin(timeline);
@@ -253,6 +267,10 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 			drain.addHook(hook);
 			return handle;
 		},
+		onDrain(listener) {
+			drain.addDrainListener(listener);
+			return handle;
+		},
 		get phase() {
 			return drain.phaseName;
 		},
@@ -261,6 +279,12 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 		},
 		get inflight() {
 			return drain.inflight;
+		},
+		get upgrades() {
+			return drain.upgrades;
+		},
+		get streams() {
+			return drain.streams;
 		},
 		detach() {
 			drain.removeServer(filter);

@@ -5,15 +5,21 @@
  *
  * It overrides `server.emit` instead of wrapping the `'request'` listeners that
  * exist at install time (terminus' approach), so listeners the app adds later are
- * covered too. Requests that never become `'request'` events (`'upgrade'`,
- * `'checkContinue'` when the app listens for it) are not filtered.
+ * covered too. The same override sees the requests that never become
+ * `'request'` events: `'upgrade'` (WebSockets: rejected with the drain 503 in
+ * the reject phase, tracked as upgraded connections otherwise) and
+ * `'checkContinue'` (a no-op listener installed here makes Node emit it, so a
+ * rejected `Expect: 100-continue` gets its 503 without a `100 Continue` first).
  *
  * This runs for every request of every service that uses us: no closures or
- * timers per request, state in plain fields, logging only when enabled.
+ * timers per request, state in plain fields, logging only when enabled. Long-
+ * lived connections cost nothing per request either: upgrades are rare events
+ * and are tracked there; event streams are found among the responses in flight
+ * at drain time (`sortLongLived`), by their `Content-Type`.
  */
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net from 'node:net';
-import {Mode, type ServerFilter} from './filter.js';
+import {CLOSE_CODES, Mode, type DrainReason, type LongLivedClosed, type ServerFilter} from './filter.js';
 import type {Socket} from 'node:net';
 
 export {Mode} from './filter.js';
@@ -33,6 +39,14 @@ export const READY_BODY = Buffer.from('ready\n');
 export const DRAINING_BODY = Buffer.from('draining\n');
 export const ALIVE_BODY = Buffer.from('alive\n');
 const QUESTION_MARK = 63;
+/**
+ * How long an upgraded connection gets, after its WebSocket close frame, for the
+ * app's WebSocket library and the client to finish the closing handshake before
+ * it is destroyed. It does not hold the drain (the timer is unref'd).
+ */
+export const UPGRADE_CLOSE_WAIT_MS = 2000;
+const EVENT_STREAM = /^\s*text\/event-stream/i;
+const EVENT_STREAM_HEADER = /\r\ncontent-type:[ \t]*text\/event-stream/i;
 
 const installed = new WeakSet<Server>();
 
@@ -55,6 +69,45 @@ const CLOSING = Symbol('graceful-cluster.closing');
 type TrackedSocket = Socket & {[LAST_QUEUED]?: ServerResponse | undefined; [CLOSING]?: true};
 type EmitRequest = (this: Server, event: 'request', request: unknown, response: unknown) => boolean;
 
+/**
+ * Installed on every filtered server so that Node emits `'checkContinue'`
+ * instead of writing `100 Continue` itself: the filter's emit decides (see
+ * `checkContinue`). Does nothing; a named function so that it can be found and removed.
+ */
+function gracefulClusterCheckContinue(): void {}
+
+function ignoreError(): void {}
+
+/** True when the response is an event stream: its `Content-Type`, set or already sent. */
+function isEventStream(response: ServerResponse): boolean {
+	const type = response.getHeader('content-type');
+	if (type !== undefined) {
+		return typeof type === 'string' && EVENT_STREAM.test(type);
+	}
+
+	// `writeHead(status, {...})` without an earlier `setHeader` sends its headers
+	// without storing them: read the header block that went out.
+	const header = (response as {_header?: unknown})._header;
+	return typeof header === 'string' && EVENT_STREAM_HEADER.test(header);
+}
+
+/** True when the client asks for an event stream (EventSource sends `Accept: text/event-stream`). */
+function wantsEventStream(request: IncomingMessage): boolean {
+	const {accept} = request.headers;
+	return accept !== undefined && accept.includes('text/event-stream');
+}
+
+/** A server-to-client WebSocket close frame (unmasked): FIN + opcode 8, the code, a short reason. */
+function closeFrame(code: number, reason: string): Buffer {
+	const text = Buffer.from(reason);
+	return Buffer.concat([Buffer.from([0x88, 2 + text.length, code >> 8, code & 0xFF]), text]);
+}
+
+const CLOSE_FRAMES: Readonly<Record<DrainReason, Buffer>> = {
+	shutdown: closeFrame(CLOSE_CODES.shutdown, 'server shutting down'),
+	reload: closeFrame(CLOSE_CODES.reload, 'server restarting'),
+};
+
 /** True when the request carries a body (which may still be arriving). */
 function hasBody(request: IncomingMessage): boolean {
 	const {headers} = request;
@@ -71,7 +124,7 @@ export class RequestFilter implements ServerFilter {
 	inflight = 0;
 	/** Responses to app requests that closed during the drain. */
 	served = 0;
-	/** Requests answered with the drain 503. */
+	/** Requests answered with the drain 503 (or, for an event stream, a `retry:` and an end). */
 	rejected = 0;
 
 	private mode: Mode = Mode.SERVING;
@@ -82,8 +135,17 @@ export class RequestFilter implements ServerFilter {
 	// response (about 75 ns a request, measured in bench/; docs/benchmarks.md).
 	private readonly open: ServerResponse[] = [];
 	private readonly rejectHeaders: string[];
+	private readonly eventStreamHeaders: string[];
+	private readonly eventStreamBody: Buffer;
+	private readonly rejectUpgradeBytes: Buffer;
 	private readonly originalEmit: Server['emit'];
 	private readonly onResponseClose: (this: ServerResponse) => void;
+	/** Upgraded connections still open, each with whether it is a WebSocket. */
+	private readonly upgraded = new Map<Socket, boolean>();
+	/** Responses sorted out of `open` as event streams, still open. */
+	private readonly eventStreams = new Set<ServerResponse>();
+	/** True while `intercept` runs for a `'checkContinue'`: no body is coming until we say so. */
+	private expectingContinue = false;
 
 	constructor(readonly server: Server, private readonly options: FilterOptions) {
 		if (installed.has(server)) {
@@ -98,6 +160,20 @@ export class RequestFilter implements ServerFilter {
 			'Content-Length', String(REJECT_BODY.length),
 			'Cache-Control', 'no-store',
 		];
+		// A new event stream in the reject phase: a 503 would make EventSource give
+		// up for good (WHATWG: any non-200 fails the connection); a 200 stream that
+		// ends at once makes it reconnect after `retry`, to another pod.
+		this.eventStreamBody = Buffer.from(`retry: ${options.retryAfterSeconds * 1000}\n\n`);
+		this.eventStreamHeaders = [
+			'Connection', 'close',
+			'Content-Type', 'text/event-stream',
+			'Content-Length', String(this.eventStreamBody.length),
+			'Cache-Control', 'no-store',
+		];
+		this.rejectUpgradeBytes = Buffer.concat([
+			Buffer.from(`HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: ${options.retryAfterSeconds}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${REJECT_BODY.length}\r\nCache-Control: no-store\r\n\r\n`, 'latin1'),
+			REJECT_BODY,
+		]);
 		this.originalEmit = server.emit;
 		const filter = this;
 		// One listener for all responses, made once per server; EventEmitter calls it
@@ -130,9 +206,29 @@ export class RequestFilter implements ServerFilter {
 				return (originalEmit as EmitRequest).call(this, event, request, response);
 			}
 
+			// Rare events from here on: a WebSocket handshake, an `Expect: 100-continue`.
+			if (event === 'upgrade') {
+				if (filter.upgrade(request as IncomingMessage, response as Socket)) {
+					return true;
+				}
+			} else if (event === 'checkContinue') {
+				return filter.checkContinue(request as IncomingMessage, response as ServerResponse);
+			}
+
 			// eslint-disable-next-line prefer-rest-params
 			return Reflect.apply(originalEmit, this, arguments) as boolean;
 		} as Server['emit'];
+		server.on('checkContinue', gracefulClusterCheckContinue);
+	}
+
+	/** Upgraded connections (WebSockets) still open. */
+	get upgrades(): number {
+		return this.upgraded.size;
+	}
+
+	/** Event streams still open, among those sorted out by `sortLongLived()`. */
+	get streams(): number {
+		return this.eventStreams.size;
 	}
 
 	get draining(): boolean {
@@ -204,11 +300,66 @@ export class RequestFilter implements ServerFilter {
 		this.server.closeAllConnections();
 	}
 
+	/**
+	 * Moves the responses in flight that are event streams out of `inflight`,
+	 * into `streams`: one pass over `open`, at drain time only. A response that
+	 * has not set its `Content-Type` yet stays a request until a later pass. Does
+	 * not call `onIdle`: the drain checks for idleness after sorting.
+	 */
+	sortLongLived(): void {
+		// Backwards: `forget` moves the last response into the freed slot, and that
+		// one has been looked at already.
+		for (let index = this.open.length - 1; index >= 0; index--) {
+			const response = this.open[index]!;
+			if (isEventStream(response) && this.forget(response)) {
+				this.inflight--;
+				this.eventStreams.add(response);
+				response.once('close', () => {
+					this.eventStreams.delete(response);
+				});
+			}
+		}
+	}
+
+	/**
+	 * Ends the event streams still open (a clean end of a 200 stream: EventSource
+	 * reconnects, after its `retry`, to another pod) and closes the upgraded
+	 * connections: a WebSocket gets a close frame with the reason's code (1001,
+	 * 1012) where one can be written safely, then its library and the client
+	 * have `UPGRADE_CLOSE_WAIT_MS` to finish the closing handshake.
+	 */
+	closeLongLived(reason: DrainReason): LongLivedClosed {
+		this.sortLongLived();
+		const streams = this.eventStreams.size;
+		for (const response of this.eventStreams) {
+			if (!response.writableEnded) {
+				response.end();
+			}
+		}
+
+		const upgrades = this.upgraded.size;
+		const closing: Socket[] = [];
+		for (const [socket, webSocket] of this.upgraded) {
+			if (sendCloseFrame(socket, webSocket ? CLOSE_FRAMES[reason] : undefined)) {
+				closing.push(socket);
+			}
+		}
+
+		// One timer for all of them (10,000 WebSockets are 10,000 sockets, not 10,000 timers).
+		if (closing.length > 0) {
+			setTimeout(destroyAll, UPGRADE_CLOSE_WAIT_MS, closing).unref();
+		}
+
+		return {upgrades, streams};
+	}
+
 	/** Restores the server's own `emit`. */
 	uninstall(): void {
 		if (this.server.emit !== this.originalEmit) {
 			this.server.emit = this.originalEmit;
 		}
+
+		this.server.removeListener('checkContinue', gracefulClusterCheckContinue);
 
 		installed.delete(this.server);
 	}
@@ -299,21 +450,81 @@ export class RequestFilter implements ServerFilter {
 		return true;
 	}
 
-	/** The drain 503: `Connection: close`, `Retry-After`, and the promise that the app never saw the request. */
+	/**
+	 * The drain 503: `Connection: close`, `Retry-After`, and the promise that the
+	 * app never saw the request. A request for an event stream gets a 200 stream
+	 * that ends at once after `retry: <ms>` instead: EventSource never retries a 503.
+	 */
 	private reject(request: IncomingMessage, response: ServerResponse): void {
 		this.rejected++;
 		this.options.onReject?.(request);
-		response.writeHead(503, this.rejectHeaders);
-		if (hasBody(request)) {
+		const stream = wantsEventStream(request);
+		const body = stream ? this.eventStreamBody : REJECT_BODY;
+		response.writeHead(stream ? 200 : 503, stream ? this.eventStreamHeaders : this.rejectHeaders);
+		if (hasBody(request) && !this.expectingContinue) {
 			// Answer at once, but close only after reading the body: closing a socket
 			// with unread data in it sends an RST, and a client still uploading sees
 			// EPIPE or a reset instead of the 503 (RFC 9112 section 9.6).
-			response.write(REJECT_BODY);
+			response.write(body);
 			request.once('end', () => response.end());
 			request.resume();
 		} else {
-			response.end(REJECT_BODY);
+			// With `Expect: 100-continue` no body comes, since no `100 Continue` was
+			// sent: the 503 is the final answer, and Node discards whatever arrives
+			// before it closes the connection (`Connection: close`).
+			response.end(body);
 		}
+	}
+
+	/**
+	 * `'checkContinue'`: Node emits it (our listener is there) instead of
+	 * writing `100 Continue` before `'request'`. Rejecting, or when the app
+	 * listens for it too: the request goes through `intercept` (a reject answers
+	 * without `100 Continue`; otherwise it is counted and the app's listener
+	 * decides about the 100). Otherwise Node's own default: `100 Continue`, then
+	 * `'request'`, which the filter sees as any other.
+	 */
+	checkContinue(request: IncomingMessage, response: ServerResponse): boolean {
+		if (this.mode === Mode.REJECT || this.server.listenerCount('checkContinue') > 1) {
+			this.expectingContinue = true;
+			let answered: boolean;
+			try {
+				answered = this.intercept(request, response);
+			} finally {
+				this.expectingContinue = false;
+			}
+
+			return answered || Reflect.apply(this.originalEmit, this.server, ['checkContinue', request, response]) as boolean;
+		}
+
+		response.writeContinue();
+		return this.server.emit('request', request, response);
+	}
+
+	/**
+	 * `'upgrade'` (a WebSocket handshake; only emitted when the app listens for
+	 * it). Rejecting: the drain 503 on the raw socket, and the app's listeners
+	 * never see it. Otherwise it goes to the app, and the connection is counted
+	 * as upgraded until it closes. True when answered here.
+	 */
+	upgrade(request: IncomingMessage, socket: Socket): boolean {
+		if (this.mode === Mode.REJECT) {
+			this.rejected++;
+			this.options.onReject?.(request);
+			// Node took its own listeners off the socket before emitting 'upgrade'.
+			socket.on('error', ignoreError);
+			socket.end(this.rejectUpgradeBytes, () => {
+				socket.destroy();
+			});
+			return true;
+		}
+
+		const upgrade = request.headers.upgrade;
+		this.upgraded.set(socket, upgrade !== undefined && upgrade.toLowerCase() === 'websocket');
+		socket.once('close', () => {
+			this.upgraded.delete(socket);
+		});
+		return false;
 	}
 
 	/**
@@ -349,5 +560,31 @@ export class RequestFilter implements ServerFilter {
 			...(this.mode === Mode.SERVING ? {} : {Connection: 'close'}),
 		});
 		response.end(body);
+	}
+}
+
+/**
+ * Starts closing one upgraded connection. A WebSocket gets `frame` (its close
+ * frame) if the handshake answer went out and the connection is still
+ * writable: the app's library writes whole frames in one go, and a control
+ * frame may come between the fragments of a message (RFC 6455 section 5.4), so
+ * the frame lands on a frame boundary. Then the library and the client close
+ * it (true: the caller destroys it if they have not after
+ * `UPGRADE_CLOSE_WAIT_MS`). Anything else is destroyed now (false).
+ */
+function sendCloseFrame(socket: Socket, frame: Buffer | undefined): boolean {
+	if (frame === undefined || !socket.writable || socket.writableEnded || socket.bytesWritten === 0) {
+		socket.destroy();
+		return false;
+	}
+
+	socket.on('error', ignoreError);
+	socket.write(frame);
+	return true;
+}
+
+function destroyAll(sockets: readonly Socket[]): void {
+	for (const socket of sockets) {
+		socket.destroy();
 	}
 }

@@ -131,7 +131,7 @@ export class FakeWorker extends EventEmitter implements WorkerHandle {
 	}
 
 	drained(served = 0): this {
-		return this.say({type: 'drained', served, rejected: 0, durationMs: 1});
+		return this.say({type: 'drained', served, rejected: 0, durationMs: 1, closedLongLived: 0});
 	}
 
 	/** The process exits and its channel closes, in Node's usual order. */

@@ -6,6 +6,7 @@
 import {EventEmitter, once} from 'node:events';
 import http from 'node:http';
 import net from 'node:net';
+import {setTimeout as sleep} from 'node:timers/promises';
 import got from 'got';
 
 /** Every request on a new connection: Node 20's global agent would reuse sockets. */
@@ -124,3 +125,27 @@ export class RawConnection {
 		this.changes.emit('change');
 	}
 }
+
+/**
+ * Writes `text` on a new connection and collects everything received until the
+ * server closes it, or `ms` pass (`closed` says which). `after` runs once the
+ * text is written (to answer a `100 Continue`, say).
+ */
+export async function rawExchange(port: number, text: string, {ms = 3000, after}: {ms?: number; after?: (socket: net.Socket, received: () => string) => void} = {}): Promise<{received: string; closed: boolean}> {
+	const socket = net.connect(port, '127.0.0.1');
+	let received = '';
+	socket.setEncoding('latin1');
+	socket.on('data', (chunk: string) => {
+		received += chunk;
+	});
+	socket.on('error', () => {});
+	await once(socket, 'connect');
+	socket.write(text);
+	after?.(socket, () => received);
+	const closed = await Promise.race([once(socket, 'close').then(() => true), sleep(ms).then(() => false)]);
+	socket.destroy();
+	return {received, closed};
+}
+
+/** A WebSocket handshake request, written by hand. */
+export const UPGRADE_REQUEST = 'GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n';

@@ -1,7 +1,9 @@
 // A rolling update through a real load balancer (issue 4): HAProxy with active
 // health checks on /readyz in front of two graceful-cluster pods, steady
 // keep-alive load, SIGTERM to pod 1's primary, a replacement on the same port.
-// The harness (testkit/rollout.ts) is shared with bench/rollout.js.
+// The harness (testkit/rollout.ts) is shared with bench/rollout.js. Beside the
+// HTTP load, WebSocket clients that reconnect whenever the server closes them:
+// the app closes pod 1's in onDrain, and none may see 1006 or a failed reconnect.
 import test from 'ava';
 import {Cleanup, describe, HEALTH_CHECK, haproxyBinary, runRollout, SCENARIOS, type RunResult, type Scenario, type Variant} from '../../testkit/rollout.js';
 import {CLI, fixture, ROOT} from '../helpers/cluster.js';
@@ -21,18 +23,21 @@ const gracefulCluster: Variant = {
 			'--grace-period', GRACE_PERIOD,
 			fixture('app.mjs'),
 		],
-		env: {PORT: String(port)},
+		// A ws echo server on /ws that closes its sockets in onDrain (1001).
+		env: {PORT: String(port), FIXTURE_WEBSOCKETS: '1'},
 		cwd: ROOT,
 	}),
 };
 
 const scenario = (id: number): Scenario => SCENARIOS.find(s => s.id === id)!;
+/** WebSocket clients through HAProxy beside the HTTP load, reconnecting whenever the server closes them. */
+const WEB_SOCKETS = 20;
 
 async function rollout(t: import('ava').ExecutionContext, id: number): Promise<RunResult> {
 	t.timeout(120_000);
 	const cleanup = new Cleanup();
 	t.teardown(async () => cleanup.run());
-	const result = await runRollout({variant: gracefulCluster, scenario: scenario(id), log: message => t.log(message)}, cleanup);
+	const result = await runRollout({variant: gracefulCluster, scenario: scenario(id), webSockets: WEB_SOCKETS, log: message => t.log(message)}, cleanup);
 	t.log(describe(result));
 	// The outcomes every configuration must have.
 	t.true(result.requests > 300, `the load ran (${result.requests} requests)`);
@@ -44,6 +49,12 @@ async function rollout(t: import('ava').ExecutionContext, id: number): Promise<R
 	t.not(result.detectionMs, undefined, 'HAProxy marked pod 1 DOWN');
 	t.not(result.replacement.upMs, undefined, 'HAProxy saw the replacement UP');
 	t.true(result.replacement.served >= 200, `the replacement served a while (${result.replacement.served} requests)`);
+	// WebSockets: the app closes pod 1's in onDrain; each client reconnects to a live pod.
+	const ws = result.webSockets!;
+	t.is(ws.abnormal, 0, `no WebSocket cut without a close frame (1006): ${JSON.stringify(ws.closes)}`);
+	t.is(ws.failedConnects, 0, `no failed reconnect: ${ws.failures.join(', ')}`);
+	t.true((ws.closes['1001'] ?? 0) >= 1, `pod 1's WebSockets were closed with 1001: ${JSON.stringify(ws.closes)}`);
+	t.true(ws.opened > WEB_SOCKETS, `the clients reconnected (${ws.opened} handshakes for ${WEB_SOCKETS} clients)`);
 	return result;
 }
 

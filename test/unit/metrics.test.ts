@@ -197,7 +197,7 @@ test('own metrics: workers by state add up to the live workers; starts and exits
 	edges.signal('SIGTERM');
 	t.is(sample(await scrape(), 'graceful_cluster_drain_phase'), 1);
 	edges.clock.advance(1000);
-	b!.say({type: 'inflight', inflight: 1, served: 2, rejected: 5});
+	b!.say({type: 'inflight', inflight: 1, served: 2, rejected: 5, upgrades: 0, streams: 0});
 	text = await scrape();
 	t.is(sample(text, 'graceful_cluster_drain_phase'), 2);
 	t.is(sample(text, 'graceful_cluster_requests_rejected_total'), 5);

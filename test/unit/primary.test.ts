@@ -67,7 +67,7 @@ test('drain: every worker drains and exits -> exit 0, summary "clean"', async t 
 	t.deepEqual(b!.types, ['drain']);
 	p.clock.advance(6000);
 	t.is(a!.disconnectCalls + b!.disconnectCalls, 0, 'attached workers drain themselves');
-	a!.say({type: 'inflight', inflight: 2, served: 3, rejected: 1}).drained(5).exit(0);
+	a!.say({type: 'inflight', inflight: 2, served: 3, rejected: 1, upgrades: 0, streams: 0}).drained(5).exit(0);
 	t.is(p.code(), undefined, 'one worker is still there');
 	b!.drained(7).exit(0);
 	t.is(await p.done, ExitCode.OK);
@@ -89,7 +89,7 @@ test('drain: the deadline kills what is left with SIGKILL -> exit 3', async t =>
 	const p = primary();
 	const [a, b] = p.serveAll();
 	p.edges.signal('SIGTERM');
-	a!.say({type: 'inflight', inflight: 1, served: 0, rejected: 0});
+	a!.say({type: 'inflight', inflight: 1, served: 0, rejected: 0, upgrades: 0, streams: 0});
 	p.clock.advance(TIMELINE.gracePeriodMs - 1);
 	t.deepEqual(a!.signals, []);
 	p.clock.advance(1);
@@ -204,7 +204,7 @@ test('drain: no restarts; a crash mid-drain is logged with its last in-flight co
 	const p = primary({workers: 1});
 	const [a] = p.serveAll();
 	p.edges.signal('SIGTERM');
-	a!.say({type: 'inflight', inflight: 3, served: 0, rejected: 0}).exit(7);
+	a!.say({type: 'inflight', inflight: 3, served: 0, rejected: 0, upgrades: 0, streams: 0}).exit(7);
 	p.clock.advance(10_000);
 	t.is(p.cluster.workers.length, 1, 'nothing forked');
 	t.like(p.line('worker exited'), {code: 7, inflight: 3, level: 'info'});
@@ -397,7 +397,7 @@ test('drain progress tells a worker without the helper from one that has not rep
 	const [a, b, c] = p.cluster.workers;
 	a!.listen();
 	b!.attach().listen();
-	c!.attach().listen().say({type: 'inflight', inflight: 4, served: 0, rejected: 0});
+	c!.attach().listen().say({type: 'inflight', inflight: 4, served: 0, rejected: 0, upgrades: 0, streams: 0});
 	p.edges.signal('SIGTERM');
 	p.clock.advance(1000);
 	t.like(p.line('drain progress'), {inflight: 4, workers: {[a!.id]: 'no helper', [b!.id]: 'no report', [c!.id]: 4}});
@@ -406,7 +406,7 @@ test('drain progress tells a worker without the helper from one that has not rep
 test('reload then drain: a worker still retiring is the drain\'s: killed at the drain\'s deadline (exit 3), not at its own', async t => {
 	const p = primary({workers: 1, settings: {...DEFAULT_SETTINGS, servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 5000}});
 	const [old] = p.serveAll();
-	old!.say({type: 'inflight', inflight: 1, served: 0, rejected: 0});
+	old!.say({type: 'inflight', inflight: 1, served: 0, rejected: 0, upgrades: 0, streams: 0});
 	p.edges.signal('SIGHUP');
 	p.cluster.workers[1]!.attach().listen();
 	await flush();
@@ -449,11 +449,11 @@ test('drain progress: a line when the counts change, otherwise one every 5 s (an
 	const p = primary({workers: 1});
 	const [a] = p.serveAll();
 	p.edges.signal('SIGTERM');
-	a!.say({type: 'inflight', inflight: 2, served: 0, rejected: 0});
+	a!.say({type: 'inflight', inflight: 2, served: 0, rejected: 0, upgrades: 0, streams: 0});
 	p.clock.advance(3000);
 	const progress = () => p.lines.filter(line => line.msg === 'drain progress').map(line => line['inflight']);
 	t.deepEqual(progress(), [2], 'unchanged counts: one line in 3 s');
-	a!.say({type: 'inflight', inflight: 1, served: 1, rejected: 0});
+	a!.say({type: 'inflight', inflight: 1, served: 1, rejected: 0, upgrades: 0, streams: 0});
 	p.clock.advance(1000);
 	t.deepEqual(progress(), [2, 1], 'a change is logged at the next tick');
 	p.clock.advance(5000);

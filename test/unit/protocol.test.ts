@@ -4,7 +4,7 @@ import {envelope, parseMessage, PROTOCOL_VERSION, type ToPrimary} from '../../sr
 const toPrimary = ['attached', 'inflight', 'hooks', 'drained'] as const;
 
 test('our messages round-trip through the envelope', t => {
-	const message = {type: 'inflight', inflight: 3, served: 10, rejected: 2} as const;
+	const message = {type: 'inflight', inflight: 3, served: 10, rejected: 2, upgrades: 1, streams: 4} as const;
 	t.deepEqual(parseMessage<ToPrimary>(envelope(message), toPrimary), {kind: 'ours', message: {v: PROTOCOL_VERSION, ...message}});
 });
 
@@ -23,6 +23,9 @@ test('ours but malformed is reported, never thrown', t => {
 		[{gracefulCluster: {v: 1, type: 'inflight', inflight: -1, served: 0, rejected: 0}}, /inflight\.inflight/],
 		[{gracefulCluster: {v: 1, type: 'inflight', inflight: 1.5, served: 0, rejected: 0}}, /inflight\.inflight/],
 		[{gracefulCluster: {v: 1, type: 'drained', served: '3', rejected: 0, durationMs: 1}}, /drained\.served/],
+		[{gracefulCluster: {v: 1, type: 'inflight', inflight: 0, served: 0, rejected: 0}}, /inflight\.upgrades/],
+		[{gracefulCluster: {v: 1, type: 'inflight', inflight: 0, served: 0, rejected: 0, upgrades: 0, streams: -1}}, /inflight\.streams/],
+		[{gracefulCluster: {v: 1, type: 'drained', served: 0, rejected: 0, durationMs: 1}}, /drained\.closedLongLived/],
 	];
 	for (const [raw, reason] of cases) {
 		const parsed = parseMessage(raw, toPrimary);

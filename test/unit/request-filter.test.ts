@@ -4,10 +4,13 @@ import {EventEmitter, once} from 'node:events';
 import {Readable} from 'node:stream';
 import {pEvent} from 'p-event';
 import http, {type IncomingMessage, type ServerResponse} from 'node:http';
-import type {AddressInfo} from 'node:net';
-import {Mode, RequestFilter} from '../../src/worker/request-filter.js';
+import https from 'node:https';
+import net, {type AddressInfo} from 'node:net';
+import {performance} from 'node:perf_hooks';
+import {setTimeout} from 'node:timers/promises';
+import {Mode, RequestFilter, UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/request-filter.js';
 import {url} from '../../testkit/net.js';
-import {client, RawConnection} from '../helpers/http.js';
+import {client, rawExchange, RawConnection, UPGRADE_REQUEST as UPGRADE} from '../helpers/http.js';
 
 interface Rig {
 	server: http.Server;
@@ -309,4 +312,174 @@ test('an empty probe path sends the probe to the app', async t => {
 	const {port} = server.address() as AddressInfo;
 	t.is((await client(url(port, '/readyz'))).body, 'app');
 	t.is(filter.inflight, 0);
+});
+
+// ---------------------------------------------------------------------------
+// Long-lived connections and requests that never become 'request' events.
+
+
+/** A client that has sent the handshake and read the server's first answer (the 101). */
+async function upgradedClient(port: number): Promise<{socket: net.Socket; answer: string}> {
+	const socket = net.connect(port, '127.0.0.1');
+	socket.on('error', () => {});
+	socket.write(UPGRADE);
+	const [answer] = await once(socket, 'data') as [Buffer];
+	return {socket, answer: answer.toString('latin1')};
+}
+
+/** An app 'upgrade' listener that answers 101 and keeps the socket (what ws does, minus the framing). */
+function acceptUpgrades(r: Rig): Array<{request: IncomingMessage; socket: net.Socket}> {
+	const upgraded: Array<{request: IncomingMessage; socket: net.Socket}> = [];
+	r.server.on('upgrade', (request: IncomingMessage, socket: net.Socket) => {
+		upgraded.push({request, socket});
+		socket.on('error', () => {});
+		socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n');
+	});
+	return upgraded;
+}
+
+test('upgrades: served and counted apart while serving and in the serve phase; the drain 503 in the reject phase, the app never sees it', async t => {
+	const r = await rig(t);
+	const upgraded = acceptUpgrades(r);
+	const {socket: first} = await upgradedClient(r.port);
+	t.is(r.filter.upgrades, 1);
+	t.is(r.filter.inflight, 0, 'an upgraded socket is not a request in flight');
+
+	r.filter.setMode(Mode.DRAIN_SERVE);
+	const {socket: second, answer} = await upgradedClient(r.port);
+	t.regex(answer, /^HTTP\/1\.1 101 /, 'the serve phase still upgrades');
+	t.is(r.filter.upgrades, 2);
+
+	r.filter.setMode(Mode.REJECT);
+	const rejected = await rawExchange(r.port, UPGRADE);
+	t.true(rejected.closed, 'the socket closes after the 503');
+	t.regex(rejected.received, /^HTTP\/1\.1 503 Service Unavailable\r\n/);
+	t.regex(rejected.received, /\r\nConnection: close\r\n/);
+	t.regex(rejected.received, /\r\nRetry-After: 7\r\n/);
+	t.regex(rejected.received, /shutting down/);
+	t.is(upgraded.length, 2, 'the app\'s upgrade listener never saw the rejected one');
+	t.deepEqual(r.rejectedUrls, ['/ws']);
+
+	// Closing: a WebSocket close frame (1001 for a shutdown), then the app and the client close it.
+	const frame = once(first, 'data');
+	t.deepEqual(r.filter.closeLongLived('shutdown'), {upgrades: 2, streams: 0});
+	const [bytes] = await frame as [Buffer];
+	t.is(bytes[0], 0x88, 'FIN + close opcode');
+	t.is(bytes.readUInt16BE(2), 1001);
+	t.is(bytes.subarray(4).toString(), 'server shutting down');
+	const closed = Promise.all(upgraded.map(async ({socket}) => new Promise(resolve => {
+		socket.once('close', resolve);
+	})));
+	first.destroy();
+	second.destroy();
+	await closed;
+	t.is(r.filter.upgrades, 0, 'a closed upgraded socket is forgotten');
+});
+
+test('an upgraded socket nobody closes after the close frame is destroyed after UPGRADE_CLOSE_WAIT_MS; a reload sends 1012', async t => {
+	const r = await rig(t);
+	const upgraded = acceptUpgrades(r);
+	const {socket} = await upgradedClient(r.port);
+	r.filter.setMode(Mode.RETIRE);
+	const frame = once(socket, 'data');
+	const started = performance.now();
+	r.filter.closeLongLived('reload');
+	t.is(((await frame)[0] as Buffer).readUInt16BE(2), 1012);
+	await new Promise(resolve => {
+		upgraded[0]!.socket.once('close', resolve);
+	});
+	const waited = performance.now() - started;
+	t.true(waited >= UPGRADE_CLOSE_WAIT_MS - 50 && waited < UPGRADE_CLOSE_WAIT_MS + 1000, `${Math.round(waited)} ms`);
+});
+
+test('Expect: 100-continue: Node\'s default while serving; in the reject phase the 503 is the final answer, no 100 first', async t => {
+	const r = await rig(t);
+	const request = (path: string) => `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n`;
+	const sendBodyOn100 = (socket: net.Socket, received: () => string) => {
+		socket.on('data', () => {
+			if (received().startsWith('HTTP/1.1 100 Continue\r\n\r\n') && !socket.writableEnded) {
+				socket.end('hello');
+			}
+		});
+	};
+
+	const served = await rawExchange(r.port, request('/serving'), {after: sendBodyOn100, ms: 1000});
+	t.regex(served.received, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 OK\r\n/);
+	t.deepEqual(r.seen, ['/serving']);
+
+	r.filter.setMode(Mode.REJECT);
+	const rejected = await rawExchange(r.port, request('/rejected'));
+	t.regex(rejected.received, /^HTTP\/1\.1 503 Service Unavailable\r\n/, 'no 100 Continue before it');
+	t.regex(rejected.received, /\r\nConnection: close\r\n/);
+	t.regex(rejected.received, /\r\nRetry-After: 7\r\n/);
+	t.true(rejected.closed, 'the connection closes after the 503');
+	t.deepEqual(r.seen, ['/serving']);
+
+	// The app's own 'checkContinue' listener: it decides while serving, never sees a rejected one.
+	const continued: string[] = [];
+	r.server.on('checkContinue', (incoming: IncomingMessage, response: ServerResponse) => {
+		continued.push(incoming.url!);
+		response.writeHead(417).end();
+	});
+	t.regex((await rawExchange(r.port, request('/app-rejected'))).received, /^HTTP\/1\.1 503 /);
+	r.filter.setMode(Mode.SERVING);
+	t.regex((await rawExchange(r.port, request('/app-own'), {ms: 1000})).received, /^HTTP\/1\.1 417 /);
+	t.deepEqual(continued, ['/app-own']);
+	t.is(r.filter.inflight, 0);
+	r.filter.uninstall();
+	t.is(r.server.listenerCount('checkContinue'), 1, 'uninstall takes our listener off');
+});
+
+test('event streams: a new one in the reject phase gets 200 + retry: and an end, never a 503; open ones are sorted out of inflight and ended', async t => {
+	const r = await rig(t);
+	r.server.removeAllListeners('request');
+	const streams: ServerResponse[] = [];
+	r.server.on('request', (request: IncomingMessage, response: ServerResponse) => {
+		if (request.url === '/events-head') {
+			// Headers straight through writeHead: Node does not store them.
+			response.writeHead(200, {'Content-Type': 'text/event-stream'});
+		} else {
+			response.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+			response.flushHeaders();
+		}
+
+		response.write('data: hello\n\n');
+		streams.push(response);
+	});
+	const open = [rawExchange(r.port, 'GET /events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n', {ms: 500}), rawExchange(r.port, 'GET /events-head HTTP/1.1\r\nHost: x\r\n\r\n', {ms: 500})];
+	while (streams.length < 2) {
+		// eslint-disable-next-line no-await-in-loop
+		await setTimeout(10);
+	}
+
+	t.is(r.filter.inflight, 2, 'while serving, nothing is sorted: no per-request cost');
+	r.filter.setMode(Mode.REJECT);
+	r.filter.sortLongLived();
+	t.is(r.filter.inflight, 0);
+	t.is(r.filter.streams, 2);
+
+	const fresh = await client(r.url('/events'), {headers: {accept: 'text/event-stream'}});
+	t.is(fresh.statusCode, 200);
+	t.is(fresh.headers['content-type'], 'text/event-stream');
+	t.is(fresh.headers['connection'], 'close');
+	t.is(fresh.body, 'retry: 7000\n\n');
+	t.is(r.filter.rejected, 1);
+
+	t.deepEqual(r.filter.closeLongLived('shutdown'), {upgrades: 0, streams: 2});
+	for (const exchange of await Promise.all(open)) {
+		t.regex(exchange.received, /data: hello\n\n\r\n0\r\n\r\n$/, 'the chunked stream ended cleanly');
+	}
+
+	t.is(r.filter.streams, 0);
+});
+
+test('attach() takes node:http and node:https servers, and throws a TypeError at the call for anything else', async t => {
+	const {attach} = await import('../../src/worker/index.js');
+	const {drainableKind} = await import('../../src/worker/filter.js');
+	t.is(drainableKind(http.createServer()), 'http1');
+	t.is(drainableKind(https.createServer()), 'http1');
+	for (const [value, name] of [[net.createServer(), 'a net.Server'], [{emit() {}, close() {}}, 'an object \\(Object\\)'], [undefined, 'undefined'], [null, 'null']] as const) {
+		t.is(drainableKind(value), undefined);
+		t.throws(() => attach(value as unknown as http.Server), {instanceOf: TypeError, message: new RegExp(`takes a server made by http.createServer\\(\\).*it got ${name}`)});
+	}
 });

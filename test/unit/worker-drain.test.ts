@@ -3,6 +3,7 @@
 import test from 'ava';
 import http from 'node:http';
 import type {AddressInfo} from 'node:net';
+import {setImmediate as nextTurn} from 'node:timers/promises';
 import {pEvent} from 'p-event';
 import {DEFAULT_WORKER_SETTINGS} from '../../src/settings.js';
 import {modeFor, ProcessDrain, type DrainSummary} from '../../src/worker/drain.js';
@@ -20,14 +21,16 @@ async function rig(t: import('ava').ExecutionContext, {listen = false} = {}) {
 	});
 	drain.addServer(server);
 	const reports: number[] = [];
+	const progress: Array<{inflight: number; upgrades: number; streams: number}> = [];
 	const finished: DrainSummary[] = [];
 	let resolveFinished!: () => void;
 	const whenFinished = new Promise<void>(resolve => {
 		resolveFinished = resolve;
 	});
 	drain.setHost({
-		progress(inflight) {
+		progress(inflight, _served, _rejected, upgrades, streams) {
 			reports.push(inflight);
+			progress.push({inflight, upgrades, streams});
 		},
 		hooksStarting(_served: number, _rejected: number, proceed: () => void) {
 			proceed();
@@ -48,7 +51,7 @@ async function rig(t: import('ava').ExecutionContext, {listen = false} = {}) {
 		server.closeAllConnections();
 		server.close();
 	});
-	return {clock, drain, server, held, reports, finished, whenFinished, lines, messages, port};
+	return {clock, drain, server, held, reports, progress, finished, whenFinished, lines, messages, port};
 }
 
 test('modeFor: the one mapping from phase to filter mode', t => {
@@ -80,7 +83,7 @@ test('serve -> reject -> closing -> hooks -> done, each at its moment', async t 
 	t.deepEqual(order, ['hook at 3000 in hooks']);
 	await r.whenFinished;
 	t.is(r.drain.phaseName, 'done');
-	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, rejected: 0}]);
+	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, rejected: 0, closedLongLived: 0}]);
 	t.is(r.clock.waiting, 0, 'every timer cleared');
 	t.deepEqual(r.messages().filter(message => message !== 'rejected requests while draining'), ['drain started', 'rejecting new requests', 'stopped listening; waiting for requests in flight', 'running shutdown hooks']);
 	t.like(r.lines[0], {servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: 10_000});
@@ -141,7 +144,7 @@ test('retiring: stops listening at once, leaves when idle and the linger is over
 	t.is(r.drain.phaseName, 'retiring');
 	r.clock.advance(1);
 	t.is(r.drain.phaseName, 'done', 'no hooks: over at once');
-	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, rejected: 0}]);
+	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, rejected: 0, closedLongLived: 0}]);
 });
 
 test('a server attached in the middle of a drain joins in the current phase', async t => {
@@ -241,4 +244,70 @@ test('the last hooks (the app\'s held signal listeners) run after the onShutdown
 	});
 	t.deepEqual(order, ['hooks message 0/0', 'onShutdown', 'SIGTERM listener', 'finish']);
 	t.is(proceeds, 1);
+});
+
+test('onDrain: each listener is told once when the drain starts, with the reason, the time until long-lived connections are closed and the close code; one that throws is logged', async t => {
+	const r = await rig(t);
+	const notices: unknown[] = [];
+	r.drain.addDrainListener(notice => notices.push(notice));
+	r.drain.addDrainListener(function brokenListener() {
+		throw new Error('no sockets here');
+	});
+	r.drain.addDrainListener(async () => {
+		throw new Error('async too');
+	});
+	r.drain.begin({servePeriodMs: 2000, rejectPeriodMs: 3000, gracePeriodMs: 10_000});
+	r.drain.begin({servePeriodMs: 2000, rejectPeriodMs: 3000, gracePeriodMs: 10_000});
+	t.deepEqual(notices, [{reason: 'shutdown', closeInMs: 5000, closeCode: 1001}]);
+	await nextTurn();
+	t.deepEqual(r.lines.filter(line => line.msg === 'an onDrain listener failed').map(line => line['listener']), ['brokenListener', 'anonymous']);
+
+	// Registered after the drain began: told at once, with the time left.
+	r.clock.advance(1500);
+	const late = new Promise(resolve => {
+		r.drain.addDrainListener(resolve);
+	});
+	t.deepEqual(await late, {reason: 'shutdown', closeInMs: 3500, closeCode: 1001});
+	t.throws(() => r.drain.addDrainListener('x' as never), {instanceOf: TypeError});
+});
+
+test('onDrain on a reload: reason reload, the linger, 1012', async t => {
+	const r = await rig(t);
+	const notices: unknown[] = [];
+	r.drain.addDrainListener(notice => notices.push(notice));
+	r.drain.retire(1000);
+	t.deepEqual(notices, [{reason: 'reload', closeInMs: 1000, closeCode: 1012}]);
+});
+
+test('an event stream left open never holds the drain: closed when the reject phase ends, logged, counted apart; the drain is clean', async t => {
+	const r = await rig(t, {listen: true});
+	const streams: http.ServerResponse[] = [];
+	r.server.removeAllListeners('request');
+	r.server.on('request', (_request: http.IncomingMessage, response: http.ServerResponse) => {
+		response.writeHead(200, {'Content-Type': 'text/event-stream'});
+		response.write('data: 1\n\n');
+		streams.push(response);
+	});
+	const ended = new Promise<string>(resolve => {
+		http.get(`http://127.0.0.1:${r.port}/events`, response => {
+			let body = '';
+			response.setEncoding('utf8');
+			response.on('data', (chunk: string) => {
+				body += chunk;
+			});
+			response.on('end', () => resolve(body));
+		});
+	});
+	await pEvent(r.server, 'request');
+	t.is(r.drain.inflight, 1, 'serving: not sorted yet');
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 10_000});
+	t.is(r.drain.inflight, 0, 'sorted at the drain\'s start');
+	t.is(r.drain.streams, 1);
+	const progress = r.progress.at(-1)!;
+	t.like(progress, {inflight: 0, upgrades: 0, streams: 1});
+	r.clock.advance(1000);
+	t.is(await ended, 'data: 1\n\n', 'ended cleanly: EventSource reconnects');
+	await r.whenFinished;
+	t.like(r.finished[0], {closedLongLived: 1});
+	t.like(r.lines.find(line => String(line.msg).startsWith('closed the long-lived connections still open')), {streams: 1, upgrades: 0, reason: 'shutdown'});
 });
