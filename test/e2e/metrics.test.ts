@@ -140,7 +140,7 @@ test('during a drain: the phase is shown, rejected requests counted; a reload is
 	t.truthy(Date.parse(body['drain']['startedAt']));
 	t.is((await slow).statusCode, 200);
 	t.is((await app.exited).code, 0);
-	t.like(app.lines.find(line => line.msg === 'drain finished'), {rejected: 1, longLivedClosed: 0, workersLost: 0, workersHung: 0});
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {rejected: 1, closedLongLived: 0, workersLost: 0, workersHung: 0});
 	t.true(app.lines.filter(line => line.msg === 'drain progress').length <= 2, 'an idle reject phase of 3 s: at most the first line and one change');
 });
 
