@@ -73,8 +73,34 @@ export interface DrainedMessage {
 	readonly durationMs: number;
 }
 
+/**
+ * Worker -> primary, every second, from the worker's main event loop (the
+ * bootstrap's timer, with or without `attach()`): a blocked loop stops it, which
+ * is how the primary finds a hung worker (a worker thread would keep beating).
+ * It also carries what the primary's recycling and metrics read.
+ */
+export interface HeartbeatMessage {
+	readonly type: 'heartbeat';
+	readonly rssBytes: number;
+	readonly heapUsedBytes: number;
+	/** The longest event-loop delay since the last heartbeat (monitorEventLoopDelay's max), rounded. */
+	readonly loopDelayMs: number;
+	/** Requests handed to the app since the worker started; 0 without attach(). */
+	readonly requests: number;
+	/** Requests the app is handling now; 0 without attach(). */
+	readonly inflight: number;
+}
+
+/**
+ * Not an IPC message: the `msg` of the JSON line a worker's stack-capture
+ * thread writes to its stderr (worker/watchdog-thread.ts) when the main loop is
+ * blocked. The thread cannot use the IPC channel (it belongs to the blocked main
+ * thread); the primary finds the line among the worker's last stderr lines.
+ */
+export const HUNG_STACK_MESSAGE = 'worker event loop blocked: its JavaScript stack';
+
 export type ToWorker = DrainMessage | RetireMessage;
-export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | HooksMessage | DrainedMessage;
+export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | HooksMessage | DrainedMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
 
 export function envelope(message: Message): Record<string, unknown> {
@@ -102,6 +128,7 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	inflight: {inflight: 'count', served: 'count', rejected: 'count'},
 	hooks: {served: 'count', rejected: 'count'},
 	drained: {served: 'count', rejected: 'count', durationMs: 'count'},
+	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count'},
 };
 
 /**

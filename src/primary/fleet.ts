@@ -18,7 +18,7 @@ import type {Logger} from '../logger.js';
 import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
-import {uncovered, type KillReason, type Role, type WorkerRecord} from './worker-record.js';
+import {uncovered, type KillReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
 
 export interface FleetOptions {
 	readonly script: string;
@@ -111,6 +111,16 @@ export class Fleet extends EventEmitter<FleetEvents> {
 				record.state = {...state, last: {name: 'drained', summary, from}};
 			}
 		},
+		heartbeat: (record, message) => {
+			record.health = {
+				at: this.clock.now(),
+				rssBytes: message.rssBytes,
+				heapUsedBytes: message.heapUsedBytes,
+				loopDelayMs: message.loopDelayMs,
+				requests: message.requests,
+				inflight: message.inflight,
+			};
+		},
 	};
 
 	constructor(private readonly options: FleetOptions, private readonly edges: ProcessEdges) {
@@ -124,7 +134,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		return [...this.records.values()];
 	}
 
-	fork(slot: number, role: Role = 'member'): WorkerRecord {
+	fork(slot: number, role: Role = 'member', reason: StartReason = 'start'): WorkerRecord {
 		const handle = this.edges.cluster.fork(this.options.env);
 		const record: WorkerRecord = {
 			id: handle.id,
@@ -136,10 +146,12 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			state: {name: 'starting', role, attached: false},
 			report: undefined,
 			covered: new Set(),
+			health: undefined,
+			reason,
 		};
 		this.records.set(record.id, record);
 		this.forwardOutput(record);
-		this.options.logger.info({worker: record.id, workerPid: record.pid, slot, ...(role === 'member' ? {} : {workerRole: role})}, 'worker started');
+		this.options.logger.info({worker: record.id, workerPid: record.pid, slot, reason, ...(role === 'member' ? {} : {workerRole: role})}, 'worker started');
 		this.follow(record);
 		this.emit('forked', record);
 		return record;
@@ -192,13 +204,13 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	 * Replaced by a reload: a worker with the helper leaves on its own after the
 	 * linger; one without is disconnected.
 	 */
-	retire(record: WorkerRecord, lingerMs: number): void {
+	retire(record: WorkerRecord, lingerMs: number, reason: Extract<StartReason, 'memory' | 'requests' | 'reload'> = 'reload'): void {
 		const {state} = record;
 		if (state.name !== 'starting' && state.name !== 'listening') {
 			return;
 		}
 
-		record.state = {name: 'retiring', attached: state.attached};
+		record.state = {name: 'retiring', attached: state.attached, reason};
 		if (state.attached) {
 			this.send(record, {type: 'retire', lingerMs});
 		} else {
@@ -319,7 +331,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	private onMessage(record: WorkerRecord, raw: unknown): void {
-		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'covers', 'inflight', 'hooks', 'drained']);
+		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'covers', 'inflight', 'hooks', 'drained', 'heartbeat']);
 		switch (parsed.kind) {
 			case 'foreign': {
 				// The app's own process.send() traffic: not ours, not an error.

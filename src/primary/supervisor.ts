@@ -14,7 +14,7 @@ import {TimerGroup, type Clock, type Timer} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {Fleet} from './fleet.js';
 import {
-	isServingMember, killReason, lastLive, placeOf, roleOf, type WorkerRecord,
+	isServingMember, killReason, lastLive, placeOf, roleOf, type StartReason, type WorkerRecord,
 } from './worker-record.js';
 
 export interface SupervisorOptions {
@@ -31,6 +31,31 @@ export interface SupervisorOptions {
 /** The delay before restarting a slot after `failures` crashes in a row: doubling, capped. */
 export function restartDelay(options: Pick<SupervisorOptions, 'restartDelayMs' | 'maxRestartDelayMs'>, failures: number): number {
 	return Math.min(options.maxRestartDelayMs, options.restartDelayMs * (2 ** failures));
+}
+
+/**
+ * Why a worker left, in its `worker exited` line (metrics count exits by it):
+ * replaced (`memory`, `requests`, `reload`: the reason it retired), `hung`,
+ * `drain` (a shutdown), `shutdown` (killed when the cluster stopped), or
+ * `crash` (anything else).
+ */
+export function exitReason(state: Extract<WorkerRecord['state'], {name: 'gone'}>): 'crash' | 'hung' | 'drain' | 'shutdown' | Extract<StartReason, 'memory' | 'requests' | 'reload'> {
+	const place = placeOf(state);
+	const last = lastLive(state);
+	const killedFor = killReason(state);
+	if (killedFor === 'hung') {
+		return 'hung';
+	}
+
+	if (place.name === 'retiring') {
+		return place.reason;
+	}
+
+	if (killedFor === 'deadline' || killedFor === 'second-signal' || killedFor === 'start-failed') {
+		return 'shutdown';
+	}
+
+	return last.name === 'drained' || last.name === 'hooks' ? 'drain' : 'crash';
 }
 
 export class Supervisor {
@@ -85,7 +110,7 @@ export class Supervisor {
 	/** Replaces a slot's worker now (after a failed reload whose old worker had crashed). */
 	restartSlot(slot: number): void {
 		if (this.mode === 'running') {
-			this.fleet.fork(slot);
+			this.fleet.fork(slot, 'member', 'crash');
 		}
 	}
 
@@ -128,6 +153,7 @@ export class Supervisor {
 			...(role === 'member' ? {} : {workerRole: role}),
 			...(record.report ? {inflight: record.report.inflight} : {}),
 			...(killedFor ? {killedFor} : {}),
+			reason: exitReason(state),
 		};
 		if (last.name === 'hooks' && killedFor === undefined && (state.code !== 0 || state.signal !== null)) {
 			this.logger.error({worker: record.id, workerPid: record.pid, code: state.code, signal: state.signal}, 'a shutdown hook exited the worker with a failure');
@@ -168,10 +194,11 @@ export class Supervisor {
 		const failures = this.slotFailures[record.slot] ?? 0;
 		this.slotFailures[record.slot] = failures + 1;
 		const delayMs = restartDelay(this.options, failures);
-		this.logger.info({slot: record.slot, delayMs, failuresInARow: this.startFailuresInARow}, 'restarting worker');
+		const reason = killedFor === 'hung' ? 'hung' : 'crash';
+		this.logger.info({slot: record.slot, delayMs, failuresInARow: this.startFailuresInARow, reason}, 'restarting worker');
 		this.timers.timeout(() => {
 			if (this.mode === 'running') {
-				this.fleet.fork(record.slot);
+				this.fleet.fork(record.slot, 'member', reason);
 			}
 		}, delayMs);
 	}

@@ -19,7 +19,26 @@ import type {WorkerHandle} from './edges.js';
 /** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
 export type Role = 'member' | 'candidate';
 
-export type KillReason = 'listen-timeout' | 'deadline' | 'second-signal' | 'retire-deadline' | 'start-failed';
+export type KillReason = 'listen-timeout' | 'deadline' | 'second-signal' | 'retire-deadline' | 'start-failed' | 'hung';
+
+/**
+ * Why a worker was started or replaced, in its `worker started` line (and the
+ * restart's): `start` the first N; `crash` a member that exited unplanned;
+ * `hung` one killed for a silent event loop; `memory`/`requests` recycling;
+ * `reload` a SIGHUP/SIGUSR2. Metrics count starts and exits by it.
+ */
+export type StartReason = 'start' | 'crash' | 'hung' | 'memory' | 'requests' | 'reload';
+
+/** The worker's last heartbeat (protocol.ts `HeartbeatMessage`), as the primary received it. */
+export interface WorkerHealth {
+	/** `clock.now()` when it was received. */
+	readonly at: number;
+	readonly rssBytes: number;
+	readonly heapUsedBytes: number;
+	readonly loopDelayMs: number;
+	readonly requests: number;
+	readonly inflight: number;
+}
 
 export interface DrainSummary {
 	readonly served: number;
@@ -32,7 +51,7 @@ export type PlacedState =
 	| {readonly name: 'starting'; readonly role: Role; readonly attached: boolean}
 	| {readonly name: 'listening'; readonly role: Role; readonly attached: boolean; readonly addresses: readonly string[]}
 	/** Replaced by a reload; leaving. Its exit is planned. */
-	| {readonly name: 'retiring'; readonly attached: boolean};
+	| {readonly name: 'retiring'; readonly attached: boolean; readonly reason: Extract<StartReason, 'memory' | 'requests' | 'reload'>};
 
 export type LiveState =
 	| PlacedState
@@ -76,6 +95,10 @@ export interface WorkerRecord {
 	report: InflightReport | undefined;
 	/** What its attached servers listen on (ports, socket paths), as it reported them. */
 	readonly covered: Set<string>;
+	/** Its last heartbeat; undefined until the first. */
+	health: WorkerHealth | undefined;
+	/** Why it was started. */
+	readonly reason: StartReason;
 }
 
 /** The part of a logged address that a worker's attached server reports: the port, or a socket's path. */

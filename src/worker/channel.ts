@@ -25,6 +25,11 @@ export interface WorkerChannel {
 	drain: ReceivedDrain | undefined;
 	readonly listeners: Set<(drain: ReceivedDrain) => void>;
 	send(message: ToPrimary, callback?: () => void): void;
+	/**
+	 * Set by `attach()`: the request counts the heartbeat carries. Read once a
+	 * second, never per request; unset (no attach()), the counts are 0.
+	 */
+	stats: (() => {readonly requests: number; readonly inflight: number}) | undefined;
 }
 
 const KEY = Symbol.for('graceful-cluster.worker-channel.v1');
@@ -44,6 +49,7 @@ export function openChannel(workerId: number, onInvalid: (reason: string) => voi
 		workerId,
 		drain: undefined,
 		listeners: new Set(),
+		stats: undefined,
 		send(message, callback) {
 			if (process.connected && process.send) {
 				process.send(envelope(message), undefined, undefined, callback ? () => callback() : undefined);

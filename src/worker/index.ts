@@ -16,10 +16,23 @@ import {UsageError} from '../errors.js';
 import {isDuplicateSignal, remaining, type Timeline} from '../timeline.js';
 import {getChannel, type WorkerChannel} from './channel.js';
 import {ProcessDrain, type PhaseName, type ShutdownHook} from './drain.js';
+import type {ServerFilter} from './filter.js';
+import {installReadiness, Readiness, type ReadinessChecks} from './readiness.js';
 import {asHooks, getSignalListeners, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
 
 export type {PhaseName, ShutdownHook} from './drain.js';
+export type {ReadinessCheck, ReadinessChecks} from './readiness.js';
+
+export interface AttachOptions {
+	/**
+	 * Run by the readiness probe while serving, concurrently, each bounded by
+	 * `--check-timeout`: 200 when all pass, 503 naming each that throws, rejects,
+	 * returns `false` or times out. Never run by the liveness probe, nor during a
+	 * drain (503 at once).
+	 */
+	readonly readinessChecks?: ReadinessChecks;
+}
 
 export interface GracefulHandle {
 	/**
@@ -45,6 +58,10 @@ export interface GracefulHandle {
 }
 
 let processDrain: ProcessDrain | undefined;
+/** The attached servers' filters, for the heartbeat's request count. */
+const attached = new Set<ServerFilter>();
+/** Requests counted by filters since detached: the count is since the worker started. */
+let detachedRequests = 0;
 
 function setUp(): ProcessDrain {
 	const channel = getChannel();
@@ -114,6 +131,14 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 			});
 		},
 	});
+	channel.stats = () => {
+		let requests = detachedRequests;
+		for (const filter of attached) {
+			requests += filter.requests ?? 0;
+		}
+
+		return {requests, inflight: drain.inflight};
+	};
 	channel.send({type: 'attached'});
 	const start = ({message, receivedAt}: NonNullable<WorkerChannel['drain']>): void => {
 		if (message.type === 'drain') {
@@ -195,7 +220,7 @@ function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline):
  * `node:https` server: raw, Express's `app.listen()`, `fastify.server`, Koa's
  * `app.listen()`). Call it once per server, before or after `listen()`.
  */
-export function attach(server: Server): GracefulHandle {
+export function attach(server: Server, options: AttachOptions = {}): GracefulHandle {
 	if (!server || typeof server.emit !== 'function' || typeof server.close !== 'function') {
 		throw new TypeError('graceful-cluster: attach(server) takes a node:http Server, such as the one http.createServer() or app.listen() returns.');
 	}
@@ -203,6 +228,12 @@ export function attach(server: Server): GracefulHandle {
 	processDrain ??= setUp();
 	const drain = processDrain;
 	const filter = drain.addServer(server);
+	attached.add(filter);
+	if (options.readinessChecks !== undefined) {
+		const settings = workerSettingsFromEnv(process.env);
+		installReadiness(server, settings.readinessPath, new Readiness(options.readinessChecks, settings.checkTimeoutMs), () => drain.phaseName === 'serving');
+	}
+
 	const handle: GracefulHandle = {
 		onShutdown(hook) {
 			drain.addHook(hook);
@@ -218,6 +249,10 @@ export function attach(server: Server): GracefulHandle {
 			return drain.inflight;
 		},
 		detach() {
+			if (attached.delete(filter)) {
+				detachedRequests += filter.requests ?? 0;
+			}
+
 			drain.removeServer(filter);
 		},
 	};
