@@ -68,7 +68,7 @@ const OPTIONS: Readonly<Record<string, OptionSpec>> = {
 	'backoff-reset': {kind: 'duration', default: '30s', description: 'a worker that stays up this long starts its slot\'s restart delay over'},
 	[SETTING_FLAGS.checkTimeoutMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.checkTimeoutMs), description: 'each of attach()\'s readinessChecks fails after this long'},
 	'worker-timeout': {kind: 'duration', default: '30s', description: 'a listening worker whose event loop is silent this long is killed (SIGKILL) and replaced (0 = off; at least 3s)'},
-	'hung-stack': {kind: 'switch', default: 'off', example: 'on', description: 'capture a hung worker\'s JavaScript stack before the kill (a thread per worker: about 8.5 MB RSS each)'},
+	'hung-stack': {kind: 'switch', default: 'off', example: 'on', description: 'capture a hung worker\'s JavaScript stack before the kill (a thread per worker: about 10 MB RSS each)'},
 	'max-memory-restart': {kind: 'size', default: '0', defaultText: 'off', example: '300M', description: 'replace a worker whose RSS stays above this, new worker first (0 = off)'},
 	'max-requests': {kind: 'number', default: '0', example: '10000', description: 'replace a worker after this many requests, new worker first (0 = off)'},
 	'max-requests-jitter': {kind: 'number', default: '0', example: '1000', description: 'add a random 0..n to each worker\'s --max-requests, so they do not all recycle together'},

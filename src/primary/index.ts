@@ -49,7 +49,7 @@ export interface PrimaryOptions {
 	readonly execArgv?: readonly string[];
 	/** A listening worker whose heartbeat is silent this long is killed as hung; 0 (the default here) turns it off. */
 	readonly workerTimeoutMs?: number;
-	/** Workers capture a blocked loop's JavaScript stack before the kill (a thread each: about 8.5 MB RSS). */
+	/** Workers capture a blocked loop's JavaScript stack before the kill (a thread each: about 10 MB RSS). */
 	readonly hungStack?: boolean;
 	/** Recycling by RSS and by requests served (recycle.ts); 0 turns each off. */
 	readonly maxMemoryBytes?: number;

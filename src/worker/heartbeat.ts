@@ -27,7 +27,7 @@ export const HEARTBEAT_INTERVAL_MS = 1000;
 export interface HeartbeatOptions {
 	/** The primary's `--worker-timeout`; 0: off, nothing beats. */
 	readonly workerTimeoutMs: number;
-	/** Start the watchdog thread that captures a blocked loop's stack (about 8.5 MB RSS). */
+	/** Start the watchdog thread that captures a blocked loop's stack (about 10 MB RSS). */
 	readonly captureStack: boolean;
 }
 
