@@ -16,6 +16,8 @@
  *
  *   (starting: not watched) ─listening─▶ watching ─silent ≥ timeout─▶ killed
  *
+ * A worker whose channel is closed cannot beat: it is left to its deadline.
+ *
  * If the primary's own check runs far late (its loop was blocked, or the host
  * was suspended), every worker gets a fresh start from that moment: the
  * silence was ours, not theirs (Unicorn skips the round after a suspend).
@@ -87,6 +89,13 @@ export class Watchdog {
 
 			if (ourPause) {
 				this.watched.set(record, {name: 'watching', since: now});
+				continue;
+			}
+
+			if (!record.handle.isConnected()) {
+				// Disconnected (a worker without attach() at the end of the reject phase,
+				// or retired by a reload): it can no longer beat, and the drain's or the
+				// retire's deadline is its timeout now.
 				continue;
 			}
 

@@ -11,7 +11,10 @@ import {Supervisor} from '../../src/primary/supervisor.js';
 import {TimerGroup} from '../../src/clock.js';
 import {HUNG_STACK_MESSAGE, parseMessage, envelope, type ToPrimary} from '../../src/protocol.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
-import {captureAfter} from '../../src/worker/heartbeat.js';
+import {captureAfter, heartbeatOptionsFromEnv} from '../../src/worker/heartbeat.js';
+import {parseArgs, parseSize} from '../../src/args.js';
+import {UsageError} from '../../src/errors.js';
+import {ROOT} from '../helpers/cluster.js';
 import {captureLogger, fakeEdges, type FakeWorker} from '../helpers/fakes.js';
 
 const TIMELINE = {servePeriodMs: 1000, rejectPeriodMs: 4000, gracePeriodMs: 30_000};
@@ -181,6 +184,20 @@ test('watchdog: during a drain a hung worker is killed at --worker-timeout; the 
 	t.is(p.cluster.workers.length, 2, 'no restart during a drain');
 });
 
+test('watchdog: a worker disconnected by the drain (no attach()) cannot beat: left to the deadline, not killed as hung', t => {
+	const p = primary({workers: 1, settings: {...DEFAULT_SETTINGS, ...TIMELINE, gracePeriodMs: 60_000}});
+	const [a] = p.cluster.workers;
+	a!.listen();
+	p.run(1000, [a!]);
+	p.edges.signal('SIGTERM');
+	p.run(TIMELINE.servePeriodMs + TIMELINE.rejectPeriodMs, [a!]);
+	t.is(a!.disconnectCalls, 1);
+	a!.connected = false;
+	p.clock.advance(TIMEOUT * 4);
+	t.deepEqual(a!.signals, []);
+	t.falsy(p.line(HUNG));
+});
+
 test('watchdog: the stack the worker\'s capture thread wrote to stderr is found, the latest first', t => {
 	const line = (stack: string[]) => JSON.stringify({level: 'error', stack, msg: HUNG_STACK_MESSAGE});
 	t.deepEqual(findStack(['plain text', line(['old (a.js:1:1)']), `${HUNG_STACK_MESSAGE} not json`, line(['spinForever (app.js:3:5)'])]), {stack: ['spinForever (app.js:3:5)']});
@@ -283,4 +300,44 @@ test('recycle: each worker draws its own limit in max-requests + 0..jitter', t =
 	const recycler = new Recycler(fleet, replacer, {maxMemoryBytes: 0, maxRequests: 1000, maxRequestsJitter: 100}, edges.clock, logger, () => true, () => draws.shift()!);
 	supervisor.start();
 	t.deepEqual(fleet.alive.map(record => recycler.limitOf(record)), [1000, 1100, 1050]);
+});
+
+function parse(argv: string[], env: Record<string, string> = {}) {
+	Object.assign(process.env, env);
+	try {
+		const result = parseArgs([...argv, 'examples/hello/server.js'], ROOT);
+		if (result.kind !== 'run') {
+			throw new Error('expected options');
+		}
+
+		return result.options;
+	} finally {
+		// Deleted, not replaced: yargs keeps the process.env object it first saw.
+		for (const key of Object.keys(env)) {
+			delete process.env[key];
+		}
+	}
+}
+
+test('options: defaults, flags, GRACEFUL_CLUSTER_* variables, and what each refuses', t => {
+	t.like(parse([]), {workerTimeoutMs: 30_000, hungStack: false, maxMemoryBytes: 0, maxRequests: 0, maxRequestsJitter: 0});
+	t.is(parse([]).settings.checkTimeoutMs, 2000);
+	t.like(parse(['--worker-timeout', '0', '--hung-stack', 'on', '--max-memory-restart', '300M', '--max-requests', '1000', '--max-requests-jitter', '50', '--check-timeout', '500ms']), {
+		workerTimeoutMs: 0, hungStack: true, maxMemoryBytes: 300 * 1024 * 1024, maxRequests: 1000, maxRequestsJitter: 50,
+	});
+	t.like(parse([], {GRACEFUL_CLUSTER_WORKER_TIMEOUT: '1m', GRACEFUL_CLUSTER_MAX_MEMORY_RESTART: '1G', GRACEFUL_CLUSTER_MAX_REQUESTS: '7'}), {workerTimeoutMs: 60_000, maxMemoryBytes: 1024 ** 3, maxRequests: 7});
+	t.is(parseSize('max-memory-restart', '512K'), 512 * 1024);
+	t.is(parseSize('max-memory-restart', '1048576'), 1_048_576);
+	t.is(parseSize('max-memory-restart', '1.5g'), 1.5 * 1024 ** 3);
+	t.throws(() => parse(['--worker-timeout', '2s']), {instanceOf: UsageError, message: /shorter than 3s/});
+	t.throws(() => parse(['--max-memory-restart', 'lots']), {instanceOf: UsageError, message: /--max-memory-restart \(GRACEFUL_CLUSTER_MAX_MEMORY_RESTART\): "lots" is not a size/});
+	t.throws(() => parse(['--max-requests', '-1']), {instanceOf: UsageError});
+	t.throws(() => parse(['--hung-stack', 'yes']), {instanceOf: UsageError, message: /neither on nor off/});
+});
+
+test('worker side: the heartbeat\'s settings come from the environment the primary sets', t => {
+	t.deepEqual(heartbeatOptionsFromEnv({GRACEFUL_CLUSTER_WORKER_TIMEOUT: '30000ms', GRACEFUL_CLUSTER_HUNG_STACK: 'on'}), {workerTimeoutMs: 30_000, captureStack: true});
+	t.deepEqual(heartbeatOptionsFromEnv({}), {workerTimeoutMs: 0, captureStack: false}, 'a worker not started by the CLI does not beat');
+	const p = primary({workerTimeoutMs: 10_000, hungStack: true});
+	t.like(p.cluster.workers[0]!.env, {GRACEFUL_CLUSTER_WORKER_TIMEOUT: '10000ms', GRACEFUL_CLUSTER_HUNG_STACK: 'on', GRACEFUL_CLUSTER_CHECK_TIMEOUT: '2000ms'});
 });
