@@ -1,7 +1,7 @@
 // The health features' costs (issue "Hung workers"), each side by side in the same run:
 //
 //   node bench/health.js memory [workers=4]      RSS per worker, --hung-stack on vs off
-//   node bench/health.js primary [workers=16]    the primary's CPU with every worker beating (--worker-timeout 30s) vs none (0)
+//   node bench/health.js primary [workers=16] <baseDist>  the primary's CPU with every worker beating vs a build without heartbeats
 //   node bench/health.js counter <distA> <distB> attach() hello-world req/s and p99, two builds alternating
 //
 // Run after `npm run build`; the CLI under test is ../dist.
@@ -16,8 +16,8 @@ const CLI = new URL('../dist/src/cli.js', import.meta.url).pathname;
 const APP = new URL('../test/fixtures/health.mjs', import.meta.url).pathname;
 
 /** Starts the CLI; resolves with the child and its workers' pids once all listen. */
-async function cluster(args, workers) {
-	const child = spawn(process.execPath, [CLI, '--workers', String(workers), '--reject-period', '0', ...args, APP], {stdio: ['ignore', 'pipe', 'inherit'], detached: true});
+async function cluster(args, workers, cli = CLI) {
+	const child = spawn(process.execPath, [cli, '--workers', String(workers), '--reject-period', '0', ...args, APP], {stdio: ['ignore', 'pipe', 'inherit'], detached: true});
 	const pids = [];
 	let port;
 	let buffer = '';
@@ -79,13 +79,14 @@ async function memory(workers = 4, rounds = 3) {
 	console.log(`RSS per worker, idle, ${workers} workers x ${rounds} rounds: --hung-stack off ${fmt(off, {decimals: 1, unit: ' MB'})}, on ${fmt(on, {decimals: 1, unit: ' MB'})}; the thread costs ${(on.median - off.median).toFixed(1)} MB per worker`);
 }
 
-async function primary(workers = 16, seconds = 20, rounds = 2) {
+async function primary(workers, baseDist, seconds = 20, rounds = 2) {
 	const hz = Number(execFileSync('getconf', ['CLK_TCK'], {encoding: 'utf8'}));
 	const used = {'30s': [], 0: []};
 	for (let round = 0; round < rounds; round++) {
 		for (const timeout of round % 2 === 0 ? ['30s', '0'] : ['0', '30s']) {
+			// '0': the build before heartbeats (its workers send nothing).
 			// eslint-disable-next-line no-await-in-loop
-			const c = await cluster(['--worker-timeout', timeout], workers);
+			const c = timeout === '0' ? await cluster([], workers, `${baseDist}/src/cli.js`) : await cluster(['--worker-timeout', timeout], workers);
 			// eslint-disable-next-line no-await-in-loop
 			await delay(3000);
 			const before = cpuTicks(c.child.pid);
@@ -97,7 +98,7 @@ async function primary(workers = 16, seconds = 20, rounds = 2) {
 		}
 	}
 
-	console.log(`primary CPU, ${workers} idle workers, ${rounds} rounds of ${seconds} s: heartbeats on (--worker-timeout 30s, ${workers} IPC messages/s) ${fmt(summary(used['30s']), {decimals: 2, unit: '%'})} of one core; off (--worker-timeout 0) ${fmt(summary(used[0]), {decimals: 2, unit: '%'})}`);
+	console.log(`primary CPU, ${workers} idle workers, ${rounds} rounds of ${seconds} s: heartbeats and watchdog (--worker-timeout 30s, ${workers} IPC messages/s) ${fmt(summary(used['30s']), {decimals: 2, unit: '%'})} of one core; the build without heartbeats ${fmt(summary(used[0]), {decimals: 2, unit: '%'})}`);
 }
 
 /** A hello-world attach() server from `dist`, in its own process. */
@@ -170,7 +171,7 @@ switch (what) {
 	}
 
 	case 'primary': {
-		await primary(Number(rest[0] ?? 16));
+		await primary(Number(rest[0] ?? 16), rest[1]);
 		break;
 	}
 

@@ -25,7 +25,10 @@ import type {WorkerChannel} from './channel.js';
 export const HEARTBEAT_INTERVAL_MS = 1000;
 
 export interface HeartbeatOptions {
-	/** The primary's `--worker-timeout`; 0: off, nothing beats. */
+	/**
+	 * The primary's `--worker-timeout`; 0: off. The heartbeat is sent either way:
+	 * recycling and metrics read it too.
+	 */
 	readonly workerTimeoutMs: number;
 	/** Start the watchdog thread that captures a blocked loop's stack (about 10 MB RSS). */
 	readonly captureStack: boolean;
@@ -45,21 +48,17 @@ export const captureAfter = (workerTimeoutMs: number): number => workerTimeoutMs
 export const HEARTBEAT_ENV = {workerTimeout: 'GRACEFUL_CLUSTER_WORKER_TIMEOUT', hungStack: 'GRACEFUL_CLUSTER_HUNG_STACK'} as const;
 
 export function heartbeatOptionsFromEnv(env: Record<string, string | undefined>): HeartbeatOptions {
-	// Absent (a worker started by hand): off, as the primary would not watch it.
+	// Absent (a primary of another version): no watchdog.
 	const timeout = parseDuration(env[HEARTBEAT_ENV.workerTimeout] ?? '0') ?? 0;
 	return {workerTimeoutMs: timeout, captureStack: env[HEARTBEAT_ENV.hungStack] === 'on'};
 }
 
 export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: HeartbeatOptions): void {
-	if (options.workerTimeoutMs === 0) {
-		return;
-	}
-
 	// The resolution is the histogram's sampling period, not the precision of a
 	// blocked loop's delay (that shows whole, in the first sample after it).
 	const delay = monitorEventLoopDelay({resolution: 20});
 	delay.enable();
-	const beat = options.captureStack ? startWatchdogThread(options.workerTimeoutMs, channel.workerId, logger) : undefined;
+	const beat = options.captureStack && options.workerTimeoutMs > 0 ? startWatchdogThread(options.workerTimeoutMs, channel.workerId, logger) : undefined;
 	setInterval(() => {
 		const {rss, heapUsed} = process.memoryUsage();
 		const stats = channel.stats?.();
