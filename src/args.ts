@@ -37,6 +37,8 @@ const VALUE_KINDS = {
 	level: `a log level (${LOG_LEVELS.join(', ')})`,
 	address: 'a port, or host:port (9091, 127.0.0.1:9091, [::1]:9091)',
 	format: 'a log format (json, pretty)',
+	size: 'a size (300M, 1G, 512K or a number of bytes)',
+	switch: 'on or off',
 } as const;
 
 interface OptionSpec {
@@ -66,6 +68,12 @@ const OPTIONS: Readonly<Record<string, OptionSpec>> = {
 	'restart-delay': {kind: 'duration', default: '100ms', description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},
 	'max-restart-delay': {kind: 'duration', default: '15s', description: 'cap on the restart delay'},
 	'backoff-reset': {kind: 'duration', default: '30s', description: 'a worker that stays up this long starts its slot\'s restart delay over'},
+	[SETTING_FLAGS.checkTimeoutMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.checkTimeoutMs), description: 'each of attach()\'s readinessChecks fails after this long'},
+	'worker-timeout': {kind: 'duration', default: '30s', description: 'a listening worker whose event loop is silent this long is killed (SIGKILL) and replaced (0 = off; at least 3s)'},
+	'hung-stack': {kind: 'switch', default: 'off', example: 'on', description: 'capture a hung worker\'s JavaScript stack before the kill (a thread per worker: about 10 MB RSS each)'},
+	'max-memory-restart': {kind: 'size', default: '0', defaultText: 'off', example: '300M', description: 'replace a worker whose RSS stays above this, new worker first (0 = off)'},
+	'max-requests': {kind: 'number', default: '0', example: '10000', description: 'replace a worker after this many requests, new worker first (0 = off)'},
+	'max-requests-jitter': {kind: 'number', default: '0', example: '1000', description: 'add a random 0..n to each worker\'s --max-requests, so they do not all recycle together'},
 	'log-level': {kind: 'level', default: 'info', description: LOG_LEVELS.join(', ')},
 	'log-format': {kind: 'format', example: 'pretty', defaultText: 'json; pretty on a terminal', description: 'json (JSON lines) or pretty (one coloured line per event; no colour with NO_COLOR)'},
 	metrics: {kind: 'address', example: '9091', defaultText: 'off', description: 'serve GET /metrics (Prometheus) and GET /status on this port from the primary; a bare port binds every interface'},
@@ -295,6 +303,48 @@ function positiveInt(flag: string, text: string, max: number): number {
 	return Number(text);
 }
 
+function wholeNumber(flag: string, text: string): number {
+	if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(Number(text))) {
+		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is not a whole number. Write it as 0 (off), 1000 or 10000.`);
+	}
+
+	return Number(text);
+}
+
+const SIZE_UNITS: Readonly<Record<string, number>> = {'': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3};
+
+/** `300M`, `1G`, `512K` (binary units, as pm2 reads them), or bytes. */
+export function parseSize(flag: string, text: string): number {
+	const match = /^(\d+(?:\.\d+)?)\s*([kmg]?)b?$/i.exec(text.trim());
+	const bytes = match ? Math.round(Number(match[1]) * SIZE_UNITS[match[2]!.toLowerCase()]!) : Number.NaN;
+	if (!Number.isSafeInteger(bytes)) {
+		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is not a size. Write it as 300M, 1G, 512K or a number of bytes (0 = off).`);
+	}
+
+	return bytes;
+}
+
+function onOff(flag: string, text: string): boolean {
+	const value = text.trim().toLowerCase();
+	if (value !== 'on' && value !== 'off') {
+		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is neither on nor off.`);
+	}
+
+	return value === 'on';
+}
+
+/** The heartbeat comes once a second: a shorter timeout would kill healthy workers (puma#1714). */
+const MIN_WORKER_TIMEOUT_MS = 3000;
+
+function workerTimeout(text: string): number {
+	const ms = parseDurationSetting('worker-timeout', text);
+	if (ms !== 0 && ms < MIN_WORKER_TIMEOUT_MS) {
+		throw new UsageError(`--worker-timeout (${envName('worker-timeout')}): "${text}" is shorter than 3s; workers send a heartbeat once a second, so a healthy worker would be killed. Use 3s or more, or 0 to turn it off.`);
+	}
+
+	return ms;
+}
+
 /** Rewrites yargs' strict-mode complaint about an env-only key into one that names the variable. */
 function explainUnknown(error: unknown, argv: readonly string[]): unknown {
 	const match = error instanceof Error ? /^Unknown arguments?: (.+)$/.exec(error.message) : null;
@@ -404,6 +454,11 @@ export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseRe
 		maxRestartDelayMs: parseDurationSetting('max-restart-delay', string('max-restart-delay')),
 		backoffResetMs: parseDurationSetting('backoff-reset', string('backoff-reset')),
 		metrics,
+		workerTimeoutMs: workerTimeout(string('worker-timeout')),
+		hungStack: onOff('hung-stack', string('hung-stack')),
+		maxMemoryBytes: parseSize('max-memory-restart', string('max-memory-restart')),
+		maxRequests: wholeNumber('max-requests', string('max-requests')),
+		maxRequestsJitter: wholeNumber('max-requests-jitter', string('max-requests-jitter')),
 	};
 	return {kind: 'run', options, workerCount, logFormat: logFormat as LogFormat | undefined};
 }

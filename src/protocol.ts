@@ -80,6 +80,32 @@ export interface DrainedMessage {
 }
 
 /**
+ * Worker -> primary, every second, from the worker's main event loop (the
+ * bootstrap's timer, with or without `attach()`): a blocked loop stops it, which
+ * is how the primary finds a hung worker (a worker thread would keep beating).
+ * It also carries what the primary's recycling and metrics read.
+ */
+export interface HeartbeatMessage {
+	readonly type: 'heartbeat';
+	readonly rssBytes: number;
+	readonly heapUsedBytes: number;
+	/** The longest event-loop delay since the last heartbeat (monitorEventLoopDelay's max), rounded. */
+	readonly loopDelayMs: number;
+	/** Requests handed to the app since the worker started; 0 without attach(). */
+	readonly requests: number;
+	/** Requests the app is handling now; 0 without attach(). */
+	readonly inflight: number;
+}
+
+/**
+ * Not an IPC message: the `msg` of the JSON line a worker's stack-capture
+ * thread writes to its stderr (worker/watchdog-thread.ts) when the main loop is
+ * blocked. The thread cannot use the IPC channel (it belongs to the blocked main
+ * thread); the primary finds the line among the worker's last stderr lines.
+ */
+export const HUNG_STACK_MESSAGE = 'worker event loop blocked: its JavaScript stack';
+
+/**
  * Primary -> worker: a scrape of `/metrics` wants the app's metrics (`attach(server,
  * {metricsRegistry})`). Answered with a `metrics` message carrying the same `id`.
  */
@@ -118,7 +144,7 @@ export type Aggregator = (typeof AGGREGATORS)[number];
 /** The drain or retire instruction: the primary's "leave". */
 export type LeaveMessage = DrainMessage | RetireMessage;
 export type ToWorker = LeaveMessage | MetricsRequestMessage;
-export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | HooksMessage | DrainedMessage | MetricsMessage;
+export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | HooksMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
 
 export function envelope(message: Message): Record<string, unknown> {
@@ -193,6 +219,7 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count'},
 	'metrics-request': {id: 'count'},
 	metrics: {id: 'count', metrics: 'metrics'},
+	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count'},
 };
 
 /**

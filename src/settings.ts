@@ -26,6 +26,8 @@ export interface WorkerSettings {
 	 * (RESEARCH.md fact 6). 0 leaves the server's own value. @default 65000
 	 */
 	readonly keepAliveTimeoutMs: number;
+	/** Each readiness check (attach()'s `readinessChecks`) fails after this long. @default 2000 */
+	readonly checkTimeoutMs: number;
 }
 
 /** Everything a drain needs: what standalone mode reads from its environment. */
@@ -36,6 +38,7 @@ export const DEFAULT_WORKER_SETTINGS: WorkerSettings = {
 	readinessPath: '/readyz',
 	livenessPath: '/livez',
 	keepAliveTimeoutMs: 65_000,
+	checkTimeoutMs: 2000,
 };
 
 export const DEFAULT_SETTINGS: DrainSettings = {...DEFAULT_TIMELINE, ...DEFAULT_WORKER_SETTINGS};
@@ -49,6 +52,7 @@ export const SETTING_FLAGS = {
 	readinessPath: 'readiness-path',
 	livenessPath: 'liveness-path',
 	keepAliveTimeoutMs: 'keep-alive-timeout',
+	checkTimeoutMs: 'check-timeout',
 } as const satisfies Record<keyof DrainSettings, string>;
 
 export const envName = (flag: string): string => `GRACEFUL_CLUSTER_${flag.toUpperCase().replaceAll('-', '_')}`;
@@ -127,6 +131,7 @@ export function readWorkerSettings(source: SettingSource): WorkerSettings {
 		readinessPath: read('readinessPath', parsePath),
 		livenessPath: read('livenessPath', parsePath),
 		keepAliveTimeoutMs: read('keepAliveTimeoutMs', parseDurationSetting),
+		checkTimeoutMs: read('checkTimeoutMs', parseDurationSetting),
 	};
 	checkProbePaths(settings);
 	return settings;
@@ -157,5 +162,6 @@ export function workerSettingsToEnv(settings: WorkerSettings): Record<string, st
 		[envName(SETTING_FLAGS.readinessPath)]: settings.readinessPath,
 		[envName(SETTING_FLAGS.livenessPath)]: settings.livenessPath,
 		[envName(SETTING_FLAGS.keepAliveTimeoutMs)]: `${settings.keepAliveTimeoutMs}ms`,
+		[envName(SETTING_FLAGS.checkTimeoutMs)]: `${settings.checkTimeoutMs}ms`,
 	};
 }

@@ -114,6 +114,16 @@ export class Fleet extends EventEmitter<FleetEvents> {
 				record.state = {...state, last: {name: 'drained', summary, from}};
 			}
 		},
+		heartbeat: (record, message) => {
+			record.health = {
+				at: this.clock.now(),
+				rssBytes: message.rssBytes,
+				heapUsedBytes: message.heapUsedBytes,
+				loopDelayMs: message.loopDelayMs,
+				requests: message.requests,
+				inflight: message.inflight,
+			};
+		},
 	};
 
 	constructor(private readonly options: FleetOptions, private readonly edges: ProcessEdges) {
@@ -144,7 +154,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		};
 		this.records.set(record.id, record);
 		this.forwardOutput(record);
-		this.options.logger.info({worker: record.id, workerPid: record.pid, slot, ...(role === 'member' ? {} : {workerRole: role})}, 'worker started');
+		this.options.logger.info({worker: record.id, workerPid: record.pid, slot, reason: startReason, ...(role === 'member' ? {} : {workerRole: role})}, 'worker started');
 		this.follow(record);
 		this.emit('forked', record);
 		return record;
@@ -197,13 +207,13 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	 * Replaced by a reload: a worker with the helper leaves on its own after the
 	 * linger; one without is disconnected.
 	 */
-	retire(record: WorkerRecord, lingerMs: number): void {
+	retire(record: WorkerRecord, lingerMs: number, reason: Extract<StartReason, 'memory' | 'requests' | 'reload'> = 'reload'): void {
 		const {state} = record;
 		if (state.name !== 'starting' && state.name !== 'listening') {
 			return;
 		}
 
-		record.state = {name: 'retiring', attached: state.attached};
+		record.state = {name: 'retiring', attached: state.attached, reason};
 		if (state.attached) {
 			this.send(record, {type: 'retire', lingerMs});
 		} else {
@@ -324,7 +334,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	private onMessage(record: WorkerRecord, raw: unknown): void {
-		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'covers', 'inflight', 'hooks', 'drained', 'metrics']);
+		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'covers', 'inflight', 'hooks', 'drained', 'metrics', 'heartbeat']);
 		switch (parsed.kind) {
 			case 'foreign': {
 				// The app's own process.send() traffic: not ours, not an error.

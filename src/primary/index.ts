@@ -11,7 +11,9 @@
  *   signals.ts     what each signal means
  *   fleet.ts       forking, IPC, output, kill/disconnect (plumbing)
  *   supervisor.ts  restarts with backoff, give-up (policy while running)
- *   reload.ts      one worker at a time, abortable
+ *   reload.ts      replacing a worker new-first (Replacer); the reload: one slot at a time, abortable
+ *   watchdog.ts    hung workers: a silent heartbeat -> SIGKILL, restarted by the supervisor
+ *   recycle.ts     replacing workers by memory or requests served, through the Replacer
  *   drain.ts       deadline, the drain message, outcome -> exit code
  *
  * The exit itself is the CLI's: `run()` resolves with the code.
@@ -25,7 +27,9 @@ import {ClusterDrain, KILL_WAIT_MS} from './drain.js';
 import {realEdges, type ProcessEdges} from './edges.js';
 import {Fleet} from './fleet.js';
 import type {LineSink} from './output.js';
-import {reload, type ReloadResult} from './reload.js';
+import {Recycler} from './recycle.js';
+import {reload, Replacer, type ReloadResult} from './reload.js';
+import {Watchdog} from './watchdog.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {Supervisor} from './supervisor.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
@@ -44,6 +48,14 @@ export interface PrimaryOptions {
 	readonly backoffResetMs: number;
 	/** Extra node flags for the workers (the primary's own `execArgv` come first). */
 	readonly execArgv?: readonly string[];
+	/** A listening worker whose heartbeat is silent this long is killed as hung; 0 (the default here) turns it off. */
+	readonly workerTimeoutMs?: number;
+	/** Workers capture a blocked loop's JavaScript stack before the kill (a thread each: about 10 MB RSS). */
+	readonly hungStack?: boolean;
+	/** Recycling by RSS and by requests served (recycle.ts); 0 turns each off. */
+	readonly maxMemoryBytes?: number;
+	readonly maxRequests?: number;
+	readonly maxRequestsJitter?: number;
 	/** `--metrics`: where the primary serves `/metrics` and `/status`; off when undefined. */
 	readonly metrics?: MetricsAddress | undefined;
 }
@@ -94,6 +106,9 @@ export class Primary {
 	private state: PrimaryState = {name: 'running'};
 	private readonly fleet: Fleet;
 	private readonly supervisor: Supervisor;
+	private readonly replacer: Replacer;
+	private readonly watchdog: Watchdog;
+	private readonly recycler: Recycler;
 	private readonly timers: TimerGroup;
 	/**
 	 * The deadlines of workers retired by reloads. A drain takes them over (its
@@ -123,7 +138,13 @@ export class Primary {
 			// The bootstrap runs in every worker before the app: it keeps the worker
 			// alive on a direct SIGTERM/SIGINT and holds the drain message for attach().
 			execArgv: [...process.execArgv, ...(options.execArgv ?? []), '--import', BOOTSTRAP],
-			env: {...workerSettingsToEnv(options.settings), GRACEFUL_CLUSTER_LOG_LEVEL: options.logLevel},
+			env: {
+				...workerSettingsToEnv(options.settings),
+				GRACEFUL_CLUSTER_LOG_LEVEL: options.logLevel,
+				// The heartbeat's settings (worker/heartbeat.ts), in the options' own syntax.
+				GRACEFUL_CLUSTER_WORKER_TIMEOUT: `${options.workerTimeoutMs ?? 0}ms`,
+				GRACEFUL_CLUSTER_HUNG_STACK: options.hungStack ? 'on' : 'off',
+			},
 			logger,
 			stdout: output.stdout,
 			stderr: output.stderr,
@@ -138,6 +159,21 @@ export class Primary {
 		}, edges.clock, logger, record => {
 			this.giveUp(record);
 		});
+		this.replacer = new Replacer({
+			fleet: this.fleet,
+			supervisor: this.supervisor,
+			logger,
+			timers: this.retireDeadlines,
+			lingerMs: RETIRE_LINGER_MS,
+			deadlineMs: options.settings.gracePeriodMs,
+		});
+		this.watchdog = new Watchdog(this.fleet, {workerTimeoutMs: options.workerTimeoutMs ?? 0}, this.timers, logger);
+		// Only while running: a reload replaces every worker anyway, a drain takes them all.
+		this.recycler = new Recycler(this.fleet, this.replacer, {
+			maxMemoryBytes: options.maxMemoryBytes ?? 0,
+			maxRequests: options.maxRequests ?? 0,
+			maxRequestsJitter: options.maxRequestsJitter ?? 0,
+		}, edges.clock, logger, () => this.state.name === 'running');
 		this.fleet.on('gone', () => {
 			if (this.state.name === 'stopping' && this.fleet.alive.length === 0) {
 				this.resolve(this.state.code);
@@ -156,6 +192,7 @@ export class Primary {
 		// constructor) already ended the cluster: nothing to start.
 		if (this.state.name === 'running') {
 			this.supervisor.start();
+			this.watchdog.start();
 		}
 
 		return this.done;
@@ -249,11 +286,9 @@ export class Primary {
 		this.state = {name: 'reloading', abort};
 		void reload({
 			fleet: this.fleet,
-			supervisor: this.supervisor,
+			replacer: this.replacer,
 			logger: this.logger,
-			timers: this.retireDeadlines,
-			lingerMs: RETIRE_LINGER_MS,
-			deadlineMs: this.options.settings.gracePeriodMs,
+			timers: this.timers,
 			signal: abort.signal,
 		}).then(result => {
 			this.reloads[result.kind]++;

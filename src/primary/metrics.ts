@@ -20,7 +20,7 @@ import type {MetricsMessage, ToPrimary} from '../protocol.js';
 import type {ClusterView} from './index.js';
 import {AppMetrics} from './app-metrics.js';
 import {DRAIN_PHASES, drainPhase, inflightOf} from './status.js';
-import {killReason, lastLive, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
+import {exitReason, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
 
 /** How long a scrape waits for a worker's app metrics. */
 export const METRICS_WAIT_MS = 2000;
@@ -55,42 +55,6 @@ export const METRICS = {
 const WORKER_STATES = ['starting', 'listening', 'retiring', 'hooks', 'drained', 'killed'] as const;
 const START_REASONS: readonly StartReason[] = ['initial', 'crash', 'hung', 'memory', 'requests', 'reload'];
 const EXIT_REASONS = ['drain', 'crash', 'hung', 'memory', 'requests', 'reload', 'deadline', 'start-failed'] as const;
-
-/** Why a worker that is gone left: what `worker_exits_total{reason}` counts. */
-export function exitReason(record: WorkerRecord): string {
-	const killed = killReason(record.state);
-	switch (killed) {
-		case 'deadline':
-		case 'second-signal': {
-			return 'deadline';
-		}
-
-		case 'retire-deadline': {
-			return 'reload';
-		}
-
-		case 'listen-timeout':
-		case 'start-failed': {
-			return 'start-failed';
-		}
-
-		case undefined: {
-			break;
-		}
-
-		default: {
-			// The health watchdog's reasons (hung, memory, requests) name themselves.
-			return killed;
-		}
-	}
-
-	const last = lastLive(record.state).name;
-	if (roleOf(record.state) === 'retiring') {
-		return 'reload';
-	}
-
-	return last === 'drained' || last === 'hooks' ? 'drain' : 'crash';
-}
 
 const metricName = (name: keyof typeof METRICS): string => PREFIX + name;
 
@@ -281,7 +245,7 @@ export class ClusterMetrics {
 	}
 
 	private readonly onGone = (record: WorkerRecord): void => {
-		this.exits.inc({reason: exitReason(record)});
+		this.exits.inc({reason: record.state.name === 'gone' ? exitReason(record.state) : 'crash'});
 		this.app.leave(record.id);
 		this.rejectedSeen.delete(record);
 	};

@@ -1,18 +1,26 @@
 /**
- * A reload (SIGHUP): the workers replaced one at a time. A new worker must
- * listen before the old one of its slot retires, so capacity never drops
- * (pm2#3078, #1875), and the old one stops accepting at once instead of
- * sharing new connections while it drains (pm2#5043). A replacement that fails
- * to start ends the reload and the old workers keep serving. A drain aborts it
- * (the drain takes every worker, old and new).
+ * Replacing workers without dropping a request, for a reload (SIGHUP) and for
+ * recycling (recycle.ts: memory, requests).
+ *
+ * `Replacer.replace(record, reason)` replaces one slot's worker: a new worker
+ * must listen before the old one retires, so capacity never drops (pm2#3078,
+ * #1875), and the old one stops accepting at once instead of sharing new
+ * connections while it drains (pm2#5043). At most one replacement per slot runs
+ * at a time.
+ *
+ * `reload()` replaces every serving member that way, one slot at a time. A
+ * replacement that fails to start ends the reload and the old workers keep
+ * serving. A drain aborts it (the drain takes every worker, old and new).
  */
 import type {TimerGroup} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {Fleet} from './fleet.js';
 import type {Supervisor} from './supervisor.js';
-import {isGone, isServingMember, killReason, type WorkerRecord} from './worker-record.js';
+import {isGone, isServingMember, killReason, type StartReason, type WorkerRecord} from './worker-record.js';
 
-export interface ReloadOptions {
+export type ReplaceReason = Extract<StartReason, 'memory' | 'requests' | 'reload'>;
+
+export interface ReplacerOptions {
 	readonly fleet: Fleet;
 	readonly supervisor: Supervisor;
 	readonly logger: Logger;
@@ -25,13 +33,94 @@ export interface ReloadOptions {
 	readonly lingerMs: number;
 	/** A retired worker still running after this is killed. */
 	readonly deadlineMs: number;
+}
+
+/**
+ * `replaced`: the new worker serves, the old one retires (or had crashed).
+ * `failed`: the new worker did not start; the old one keeps serving.
+ * `abandoned`: the cluster began shutting down meanwhile.
+ * `busy`: the slot is already being replaced; nothing was done.
+ */
+export type ReplaceResult =
+	| {readonly kind: 'replaced'}
+	| {readonly kind: 'failed'; readonly candidate: WorkerRecord}
+	| {readonly kind: 'abandoned'}
+	| {readonly kind: 'busy'};
+
+export class Replacer {
+	/** Slots whose replacement is starting. */
+	private readonly busy = new Set<number>();
+
+	constructor(private readonly options: ReplacerOptions) {}
+
+	/** True while a replacement for this slot is starting. */
+	replacing(slot: number): boolean {
+		return this.busy.has(slot);
+	}
+
+	async replace(record: WorkerRecord, reason: ReplaceReason, signal?: AbortSignal): Promise<ReplaceResult> {
+		const {fleet, supervisor, logger} = this.options;
+		if (this.busy.has(record.slot)) {
+			return {kind: 'busy'};
+		}
+
+		this.busy.add(record.slot);
+		try {
+			const candidate = fleet.fork(record.slot, 'candidate', reason);
+			const listening = await fleet.started(candidate);
+			if (signal?.aborted) {
+				return {kind: 'abandoned'};
+			}
+
+			// The old worker may have crashed while its replacement started.
+			const oldCrashed = isGone(record) || killReason(record.state) !== undefined;
+			if (!listening) {
+				if (oldCrashed) {
+					// Its restart was left to the candidate, which failed.
+					supervisor.restartSlot(record.slot);
+				}
+
+				return {kind: 'failed', candidate};
+			}
+
+			fleet.promote(candidate);
+			if (!oldCrashed) {
+				this.retire(record, reason);
+			}
+
+			logger.info({slot: record.slot, worker: candidate.id, replaced: record.id, reason}, 'worker replaced');
+			return {kind: 'replaced'};
+		} finally {
+			this.busy.delete(record.slot);
+		}
+	}
+
+	private retire(record: WorkerRecord, reason: ReplaceReason): void {
+		const {fleet, logger, timers, lingerMs, deadlineMs} = this.options;
+		fleet.retire(record, lingerMs, reason);
+		timers.timeout(() => {
+			if (record.state.name !== 'gone') {
+				logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null}, 'retiring worker still running at the deadline; killing it');
+				fleet.kill(record, 'retire-deadline');
+			}
+		}, deadlineMs);
+	}
+}
+
+export interface ReloadOptions {
+	readonly fleet: Fleet;
+	readonly replacer: Replacer;
+	readonly logger: Logger;
+	readonly timers: TimerGroup;
 	readonly signal: AbortSignal;
 }
 
+/** How often a reload looks again at a slot a recycle is replacing. */
+const BUSY_POLL_MS = 100;
+
 export type ReloadResult = {readonly kind: 'finished' | 'failed' | 'abandoned'; readonly replaced: number};
 
-export async function reload(options: ReloadOptions): Promise<ReloadResult> {
-	const {fleet, supervisor, logger, timers, signal} = options;
+export async function reload({fleet, replacer, logger, timers, signal}: ReloadOptions): Promise<ReloadResult> {
 	const startedAt = timers.clock.now();
 	const old = fleet.alive.filter(record => isServingMember(record)).sort((a, b) => a.slot - b.slot);
 	logger.info({workers: old.length}, 'reload started');
@@ -42,29 +131,27 @@ export async function reload(options: ReloadOptions): Promise<ReloadResult> {
 			continue;
 		}
 
-		const candidate = fleet.fork(record.slot, 'candidate', 'reload');
+		// A recycle may be replacing this slot (it started before the reload): wait for it.
 		// eslint-disable-next-line no-await-in-loop
-		const listening = await fleet.started(candidate);
-		if (signal.aborted) {
+		let result = await replacer.replace(record, 'reload', signal);
+		while (result.kind === 'busy' && !signal.aborted) {
+			// eslint-disable-next-line no-await-in-loop
+			await new Promise(resolve => {
+				timers.timeout(() => resolve(undefined), BUSY_POLL_MS);
+			});
+			// eslint-disable-next-line no-await-in-loop
+			result = isGone(record) || record.state.name === 'retiring' ? {kind: 'replaced'} : await replacer.replace(record, 'reload', signal);
+		}
+
+		if (result.kind === 'abandoned' || signal.aborted) {
 			logger.info({replaced}, 'reload abandoned: the cluster is shutting down');
 			return {kind: 'abandoned', replaced};
 		}
 
-		// The old worker may have crashed while its replacement started.
-		const oldCrashed = isGone(record) || killReason(record.state) !== undefined;
-		if (!listening) {
+		if (result.kind === 'failed') {
+			const {candidate} = result;
 			logger.error({replaced, worker: candidate.id, killedFor: killReason(candidate.state), stderr: candidate.stderr.text}, 'reload failed: a new worker did not start; the old workers keep serving');
-			if (oldCrashed) {
-				// Its restart was left to the candidate, which failed.
-				supervisor.restartSlot(record.slot);
-			}
-
 			return {kind: 'failed', replaced};
-		}
-
-		fleet.promote(candidate);
-		if (!oldCrashed) {
-			retire(options, record);
 		}
 
 		replaced++;
@@ -72,14 +159,4 @@ export async function reload(options: ReloadOptions): Promise<ReloadResult> {
 
 	logger.info({replaced, durationMs: Math.round(timers.clock.now() - startedAt)}, 'reload finished');
 	return {kind: 'finished', replaced};
-}
-
-function retire({fleet, logger, timers, lingerMs, deadlineMs}: ReloadOptions, record: WorkerRecord): void {
-	fleet.retire(record, lingerMs);
-	timers.timeout(() => {
-		if (record.state.name !== 'gone') {
-			logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null}, 'retiring worker still running at the deadline; killing it');
-			fleet.kill(record, 'retire-deadline');
-		}
-	}, deadlineMs);
 }

@@ -14,7 +14,7 @@ import {TimerGroup, type Clock, type Timer} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {Fleet} from './fleet.js';
 import {
-	isServingMember, killReason, lastLive, placeOf, roleOf, type WorkerRecord,
+	exitReason, isServingMember, killReason, lastLive, placeOf, roleOf, type StartReason, type WorkerRecord,
 } from './worker-record.js';
 
 export interface SupervisorOptions {
@@ -124,6 +124,7 @@ export class Supervisor {
 			...(role === 'member' ? {} : {workerRole: role}),
 			...(record.report ? {inflight: record.report.inflight} : {}),
 			...(killedFor ? {killedFor} : {}),
+			reason: exitReason(state),
 		};
 		if (last.name === 'hooks' && killedFor === undefined && (state.code !== 0 || state.signal !== null)) {
 			this.logger.error({worker: record.id, workerPid: record.pid, code: state.code, signal: state.signal}, 'a shutdown hook exited the worker with a failure');
@@ -164,10 +165,11 @@ export class Supervisor {
 		const failures = this.slotFailures[record.slot] ?? 0;
 		this.slotFailures[record.slot] = failures + 1;
 		const delayMs = restartDelay(this.options, failures);
-		this.logger.info({slot: record.slot, delayMs, failuresInARow: this.startFailuresInARow}, 'restarting worker');
+		const reason = killedFor === 'hung' ? 'hung' : 'crash';
+		this.logger.info({slot: record.slot, delayMs, failuresInARow: this.startFailuresInARow, reason}, 'restarting worker');
 		this.timers.timeout(() => {
 			if (this.mode === 'running') {
-				this.fleet.fork(record.slot, 'member', 'crash');
+				this.fleet.fork(record.slot, 'member', reason);
 			}
 		}, delayMs);
 	}

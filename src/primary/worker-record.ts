@@ -21,11 +21,17 @@ export type Role = 'member' | 'candidate';
 
 export type KillReason = 'listen-timeout' | 'deadline' | 'second-signal' | 'retire-deadline' | 'start-failed' | 'hung';
 
-/** Why a worker was forked: the first N, a crashed one's replacement, a reload's candidate (health adds hung, memory, requests). */
+/**
+ * Why a worker was started or replaced, in its `worker started` line (and the
+ * restart's): `initial` the first N; `crash` a member that exited unplanned;
+ * `hung` one killed for a silent event loop; `memory`/`requests` recycling;
+ * `reload` a SIGHUP/SIGUSR2. Metrics count starts and exits by it.
+ */
 export type StartReason = 'initial' | 'crash' | 'hung' | 'memory' | 'requests' | 'reload';
 
-/** The worker's last heartbeat (worker health); `at` is `clock.now()` when it arrived. */
+/** The worker's last heartbeat (protocol.ts `HeartbeatMessage`), as the primary received it. */
 export interface WorkerHealth {
+	/** `clock.now()` when it was received. */
 	readonly at: number;
 	readonly rssBytes: number;
 	readonly heapUsedBytes: number;
@@ -46,7 +52,7 @@ export type PlacedState =
 	| {readonly name: 'starting'; readonly role: Role; readonly attached: boolean}
 	| {readonly name: 'listening'; readonly role: Role; readonly attached: boolean; readonly addresses: readonly string[]}
 	/** Replaced by a reload; leaving. Its exit is planned. */
-	| {readonly name: 'retiring'; readonly attached: boolean};
+	| {readonly name: 'retiring'; readonly attached: boolean; readonly reason: Extract<StartReason, 'memory' | 'requests' | 'reload'>};
 
 export type LiveState =
 	| PlacedState
@@ -147,3 +153,36 @@ export function roleOf(state: WorkerState): Role | 'retiring' {
 
 /** A member that serves: what a reload replaces and what keeps the cluster from giving up. */
 export const isServingMember = (record: WorkerRecord): boolean => record.state.name === 'listening' && record.state.role === 'member';
+
+/** Why a worker left: its `worker exited` line's `reason`, and what `worker_exits_total{reason}` counts. */
+export type ExitReason = 'drain' | 'crash' | 'hung' | 'deadline' | 'start-failed' | Extract<StartReason, 'memory' | 'requests' | 'reload'>;
+
+/**
+ * `drain`: it drained (or exited during its hooks); `memory`, `requests`,
+ * `reload`: replaced for that reason and retired; `hung`: killed for a silent
+ * event loop; `deadline`: killed by the drain's deadline or a second signal;
+ * `start-failed`: it never listened in time, or the cluster gave up; `crash`:
+ * anything else.
+ */
+export function exitReason(state: Extract<WorkerState, {name: 'gone'}>): ExitReason {
+	const killed = killReason(state);
+	if (killed === 'hung') {
+		return 'hung';
+	}
+
+	const place = placeOf(state);
+	if (place.name === 'retiring') {
+		return place.reason;
+	}
+
+	if (killed === 'deadline' || killed === 'second-signal') {
+		return 'deadline';
+	}
+
+	if (killed === 'listen-timeout' || killed === 'start-failed') {
+		return 'start-failed';
+	}
+
+	const last = lastLive(state).name;
+	return last === 'drained' || last === 'hooks' ? 'drain' : 'crash';
+}

@@ -1,6 +1,6 @@
 /**
  * Preloaded into every worker by the primary (`node --import <this> app.js`),
- * before the app's first line runs. Three jobs:
+ * before the app's first line runs. Its jobs:
  *
  * 1. Keep the worker alive on a signal sent to the process group. A terminal's Ctrl-C
  *    signals the whole foreground process group and systemd's default
@@ -10,7 +10,9 @@
  *    for every other signal the primary handles (src/signals.ts).
  * 2. Open the IPC channel that `attach()` uses, so a drain that arrives while the
  *    app is still starting is not lost.
- * 3. Hold the app's own SIGTERM/SIGINT listeners (signal-listeners.ts), so that
+ * 3. Beat (heartbeat.ts): prove to the primary, once a second from the main
+ *    loop, that the loop runs, with or without attach().
+ * 4. Hold the app's own SIGTERM/SIGINT listeners (signal-listeners.ts), so that
  *    its hand-written shutdown runs after the drain instead of against it.
  *
  * A worker whose app never calls `attach()` still gets a basic drain: the primary
@@ -22,6 +24,7 @@ import cluster from 'node:cluster';
 import {createLogger} from '../logger.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {openChannel} from './channel.js';
+import {heartbeatOptionsFromEnv, startHeartbeat} from './heartbeat.js';
 import {asHooks, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput} from './stdio.js';
 
@@ -46,6 +49,8 @@ if (cluster.isWorker && cluster.worker) {
 	channel.listeners.add(() => {
 		blockOutput();
 	});
+
+	startHeartbeat(channel, logger, heartbeatOptionsFromEnv(process.env));
 
 	// Ours go on before the app's are held.
 	const onSignal = (signal: NodeJS.Signals): void => {

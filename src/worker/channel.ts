@@ -26,6 +26,11 @@ export interface WorkerChannel {
 	readonly listeners: Set<(drain: ReceivedDrain) => void>;
 	send(message: ToPrimary, callback?: () => void): void;
 	/**
+	 * Set by `attach()`: the request counts the heartbeat carries. Read once a
+	 * second, never per request; unset (no attach()), the counts are 0.
+	 */
+	stats: (() => {readonly requests: number; readonly inflight: number}) | undefined;
+	/**
 	 * The app's metrics, `registry.getMetricsAsJSON()`, set by `attach(server,
 	 * {metricsRegistry})` (worker/metrics.ts); undefined: the app gave none, and a
 	 * scrape gets `[]` at once. Optional: an older bootstrap's channel lacks it.
@@ -73,6 +78,7 @@ export function openChannel(workerId: number, onInvalid: (reason: string) => voi
 		workerId,
 		drain: undefined,
 		listeners: new Set(),
+		stats: undefined,
 		send(message, callback) {
 			if (process.connected && process.send) {
 				process.send(envelope(message), undefined, undefined, callback ? () => callback() : undefined);

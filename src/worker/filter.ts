@@ -56,6 +56,8 @@ export interface ServerFilter {
 	readonly served: number;
 	/** Requests answered with the drain 503. */
 	readonly rejected: number;
+	/** Requests handed to the app since attach() (the heartbeat's count, `--max-requests`); absent: not counted. */
+	readonly requests?: number;
 	readonly draining: boolean;
 	setMode(mode: Mode): void;
 	/**

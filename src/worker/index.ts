@@ -7,6 +7,7 @@
  * plain `node server.js` the helper drains the process itself on SIGTERM/SIGINT,
  * with the same timeline read from `GRACEFUL_CLUSTER_*`.
  */
+import type {Server} from 'node:http';
 import net from 'node:net';
 import tls from 'node:tls';
 import {performance} from 'node:perf_hooks';
@@ -17,7 +18,8 @@ import {UsageError} from '../errors.js';
 import {isDuplicateSignal, remaining, type Timeline} from '../timeline.js';
 import {getChannel, type WorkerChannel} from './channel.js';
 import {ProcessDrain, type DrainListener, type PhaseName, type ShutdownHook} from './drain.js';
-import {drainableKind, type DrainableServer} from './filter.js';
+import {drainableKind, type DrainableServer, type ServerFilter} from './filter.js';
+import {installReadiness, Readiness, type ReadinessChecks} from './readiness.js';
 import {asHooks, getSignalListeners, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
 import {isMetricsRegistry, sendFinalMetrics, shareMetrics, type MetricsRegistry} from './metrics.js';
@@ -25,6 +27,7 @@ import {isMetricsRegistry, sendFinalMetrics, shareMetrics, type MetricsRegistry}
 export type {DrainListener, DrainNotice, PhaseName, ShutdownHook} from './drain.js';
 export type {DrainReason} from './filter.js';
 export type {MetricsRegistry} from './metrics.js';
+export type {ReadinessCheck, ReadinessChecks} from './readiness.js';
 
 export interface AttachOptions {
 	/**
@@ -33,6 +36,13 @@ export interface AttachOptions {
 	 * workers as prom-client's `AggregatorRegistry` does. Ignored in standalone mode.
 	 */
 	readonly metricsRegistry?: MetricsRegistry;
+	/**
+	 * Run by the readiness probe while serving, concurrently, each bounded by
+	 * `--check-timeout`: 200 when all pass, 503 naming each that throws, rejects,
+	 * returns `false` or times out. Never run by the liveness probe, nor during a
+	 * drain (503 at once).
+	 */
+	readonly readinessChecks?: ReadinessChecks;
 }
 
 export interface GracefulHandle {
@@ -72,6 +82,10 @@ export interface GracefulHandle {
 }
 
 let processDrain: ProcessDrain | undefined;
+/** The attached servers' filters, for the heartbeat's request count. */
+const attached = new Set<ServerFilter>();
+/** Requests counted by filters since detached: the count is since the worker started. */
+let detachedRequests = 0;
 
 function setUp(): ProcessDrain {
 	const channel = getChannel();
@@ -144,6 +158,14 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 			});
 		},
 	});
+	channel.stats = () => {
+		let requests = detachedRequests;
+		for (const filter of attached) {
+			requests += filter.requests ?? 0;
+		}
+
+		return {requests, inflight: drain.inflight};
+	};
 	channel.send({type: 'attached'});
 	const start = ({message, receivedAt}: NonNullable<WorkerChannel['drain']>): void => {
 		if (message.type === 'drain') {
@@ -262,6 +284,12 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 	}
 
 	const filter = drain.addServer(server);
+	attached.add(filter);
+	if (options.readinessChecks !== undefined) {
+		const settings = workerSettingsFromEnv(process.env);
+		installReadiness(server as Server, settings.readinessPath, new Readiness(options.readinessChecks, settings.checkTimeoutMs), () => drain.phaseName === 'serving');
+	}
+
 	const handle: GracefulHandle = {
 		onShutdown(hook) {
 			drain.addHook(hook);
@@ -287,6 +315,10 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 			return drain.streams;
 		},
 		detach() {
+			if (attached.delete(filter)) {
+				detachedRequests += filter.requests ?? 0;
+			}
+
 			drain.removeServer(filter);
 		},
 	};

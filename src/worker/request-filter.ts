@@ -126,6 +126,12 @@ export class RequestFilter implements ServerFilter {
 	served = 0;
 	/** Requests answered with the drain 503 (or, for an event stream, a `retry:` and an end). */
 	rejected = 0;
+	/**
+	 * Requests handed to the app since attach(): one field increment beside
+	 * `inflight`'s (no measurable cost: docs/benchmarks.md); the heartbeat reads
+	 * it once a second for `--max-requests`.
+	 */
+	requests = 0;
 
 	private mode: Mode = Mode.SERVING;
 	// Responses in flight, so that the drain can mark each connection's last one
@@ -395,6 +401,7 @@ export class RequestFilter implements ServerFilter {
 		}
 
 		this.inflight++;
+		this.requests++;
 		(response as Tracked)[SLOT] = this.open.length;
 		this.open.push(response);
 		response.on('close', this.onResponseClose);

@@ -130,6 +130,11 @@ export class FakeWorker extends EventEmitter implements WorkerHandle {
 		return this.say({type: 'attached'});
 	}
 
+	/** A heartbeat from the worker's main loop (protocol.ts HeartbeatMessage); zeros unless given. */
+	beat(fields: Partial<{rssBytes: number; heapUsedBytes: number; loopDelayMs: number; requests: number; inflight: number}> = {}): this {
+		return this.say({type: 'heartbeat', rssBytes: 0, heapUsedBytes: 0, loopDelayMs: 0, requests: 0, inflight: 0, ...fields});
+	}
+
 	drained(served = 0): this {
 		return this.say({type: 'drained', served, rejected: 0, durationMs: 1, closedLongLived: 0});
 	}
