@@ -47,7 +47,14 @@ export function prettyLine(prettify: Prettify, line: string): string | undefined
 	// (whose lines about a worker keep their `worker` field).
 	const {role, worker, pid: _pid, ...rest} = parsed as Record<string, unknown>;
 	const source = role === 'worker' && worker !== undefined ? `worker ${String(worker)}` : String(role ?? 'app');
-	return prettify({...rest, ...(role !== 'worker' && worker !== undefined ? {worker} : {}), source});
+	try {
+		return prettify({...rest, ...(role !== 'worker' && worker !== undefined ? {worker} : {}), source});
+	} catch {
+		// The app's own JSON need not be a log line pino-pretty understands (a
+		// `level` that is an object throws in it): it passes through untouched, and
+		// the primary, with every worker and request, does not go down over it.
+		return undefined;
+	}
 }
 
 /** A sink that pretty-prints each whole JSON line written to it and passes the rest through. */

@@ -6,7 +6,7 @@ import client from 'prom-client';
 import {parseMetricsAddress} from '../../src/args.js';
 import {AppMetrics} from '../../src/primary/app-metrics.js';
 import {Primary, type PrimaryOptions} from '../../src/primary/index.js';
-import {chooseLogFormat, PrettySink, prettyLine} from '../../src/primary/log-format.js';
+import {chooseLogFormat, PrettySink, prettyLine, prettySink} from '../../src/primary/log-format.js';
 import {ClusterMetrics, METRICS_WAIT_MS} from '../../src/primary/metrics.js';
 import {clusterStatus} from '../../src/primary/status.js';
 import {envelope, MAX_METRICS, parseMessage, type MetricJson, type ToPrimary} from '../../src/protocol.js';
@@ -116,6 +116,16 @@ test('pretty: JSON lines become one line each; the app\'s other output passes th
 	sink.write('{"level":"info","role":"worker","worker":2,"pid":1,"msg":"hi"}\nplain text\n{"role":"primary","worker":3,"msg":"about"}\n{broken\npartial');
 	t.deepEqual(out, ['<worker 2|hi>\nplain text\n<primary|about>\n{broken\npartial'], 'one write; the piece after the last newline as it was');
 	t.is(prettyLine(() => 'x', '[1,2]'), undefined);
+});
+
+test('pretty: JSON that pino-pretty chokes on (a level that is an object) passes through untouched, never crashes the primary', async t => {
+	const out: string[] = [];
+	const sink = await prettySink({write: (text: string) => out.push(text)}, false);
+	const odd = JSON.stringify({level: {a: 1}, msg: 'x'});
+	t.notThrows(() => {
+		sink.write(`${odd}\n`);
+	});
+	t.deepEqual(out, [`${odd}\n`]);
 });
 
 // The primary's own metrics, on fake workers.
