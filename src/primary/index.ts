@@ -115,6 +115,8 @@ export class Primary {
 	 * own deadline kills whatever is left), so it clears these.
 	 */
 	private readonly retireDeadlines: TimerGroup;
+	/** Aborted once the cluster begins to stop: replacements (recycles) still starting complete nothing. */
+	private readonly shutdown = new AbortController();
 	private readonly logger: Logger;
 	private readonly done: Promise<ExitCode>;
 	private resolveDone!: (code: ExitCode) => void;
@@ -166,6 +168,7 @@ export class Primary {
 			timers: this.retireDeadlines,
 			lingerMs: RETIRE_LINGER_MS,
 			deadlineMs: options.settings.gracePeriodMs,
+			shutdown: this.shutdown.signal,
 		});
 		this.watchdog = new Watchdog(this.fleet, {workerTimeoutMs: options.workerTimeoutMs ?? 0}, this.timers, logger);
 		// Only while running: a reload replaces every worker anyway, a drain takes them all.
@@ -301,6 +304,7 @@ export class Primary {
 	private beginDrain(signal: NodeJS.Signals): void {
 		const {servePeriodMs, rejectPeriodMs, gracePeriodMs} = this.options.settings;
 		this.supervisor.freeze();
+		this.shutdown.abort();
 		this.retireDeadlines.clearAll();
 		const drain = new ClusterDrain({
 			fleet: this.fleet,
@@ -342,6 +346,7 @@ export class Primary {
 
 		this.state = {name: 'stopping', code};
 		this.supervisor.freeze();
+		this.shutdown.abort();
 		this.retireDeadlines.clearAll();
 		for (const record of this.fleet.alive) {
 			this.fleet.kill(record, 'start-failed');

@@ -33,6 +33,12 @@ export interface ReplacerOptions {
 	readonly lingerMs: number;
 	/** A retired worker still running after this is killed. */
 	readonly deadlineMs: number;
+	/**
+	 * Aborted when the cluster begins to shut down (a drain, a give-up): a
+	 * replacement still starting then completes nothing (no promote, no retire);
+	 * the drain takes the old worker and the new one alike.
+	 */
+	readonly shutdown: AbortSignal;
 }
 
 /**
@@ -68,7 +74,7 @@ export class Replacer {
 		try {
 			const candidate = fleet.fork(record.slot, 'candidate', reason);
 			const listening = await fleet.started(candidate);
-			if (signal?.aborted) {
+			if (signal?.aborted || this.options.shutdown.aborted) {
 				return {kind: 'abandoned'};
 			}
 

@@ -113,7 +113,8 @@ export class Supervisor {
 		const uptimeMs = Math.round(this.clock.now() - record.startedAt);
 		// An exit during the shutdown hooks comes after every request was done:
 		// planned, though a non-zero code means a hook failed.
-		const crashed = last.name !== 'drained' && last.name !== 'hooks' && role === 'member';
+		const exitedFor = exitReason(state);
+		const crashed = role === 'member' ? last.name !== 'drained' && last.name !== 'hooks' : exitedFor === 'crash';
 		const log = {
 			worker: record.id,
 			workerPid: record.pid,
@@ -124,7 +125,7 @@ export class Supervisor {
 			...(role === 'member' ? {} : {workerRole: role}),
 			...(record.report ? {inflight: record.report.inflight} : {}),
 			...(killedFor ? {killedFor} : {}),
-			reason: exitReason(state),
+			reason: exitedFor,
 		};
 		if (last.name === 'hooks' && killedFor === undefined && (state.code !== 0 || state.signal !== null)) {
 			this.logger.error({worker: record.id, workerPid: record.pid, code: state.code, signal: state.signal}, 'a shutdown hook exited the worker with a failure');

@@ -165,24 +165,40 @@ export type ExitReason = 'drain' | 'crash' | 'hung' | 'deadline' | 'start-failed
  * anything else.
  */
 export function exitReason(state: Extract<WorkerState, {name: 'gone'}>): ExitReason {
-	const killed = killReason(state);
-	if (killed === 'hung') {
-		return 'hung';
+	switch (killReason(state)) {
+		case 'hung': {
+			return 'hung';
+		}
+
+		case 'deadline':
+		case 'second-signal':
+		case 'retire-deadline': {
+			return 'deadline';
+		}
+
+		case 'listen-timeout':
+		case 'start-failed': {
+			return 'start-failed';
+		}
+
+		case undefined: {
+			break;
+		}
+
+		default: {
+			const never: never = killReason(state) as never;
+			throw new Error(`unknown kill reason ${String(never)}`);
+		}
 	}
 
 	const place = placeOf(state);
-	if (place.name === 'retiring') {
-		return place.reason;
-	}
-
-	if (killed === 'deadline' || killed === 'second-signal') {
-		return 'deadline';
-	}
-
-	if (killed === 'listen-timeout' || killed === 'start-failed') {
-		return 'start-failed';
-	}
-
 	const last = lastLive(state).name;
-	return last === 'drained' || last === 'hooks' ? 'drain' : 'crash';
+	// A retired worker leaves as planned by draining, or, without the helper, by
+	// exiting 0 once its connections end; anything else is a crash, retiring or not.
+	const planned = last === 'drained' || last === 'hooks' || (place.name === 'retiring' && !place.attached && state.code === 0 && state.signal === null);
+	if (!planned) {
+		return 'crash';
+	}
+
+	return place.name === 'retiring' ? place.reason : 'drain';
 }

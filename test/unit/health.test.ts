@@ -228,6 +228,20 @@ test('recycle: a worker past --max-requests is replaced new-first: the new one l
 	});
 });
 
+test('recycle: a drain that starts while the new worker is starting completes nothing: no retire, the drain takes both', async t => {
+	const p = primary({maxRequests: 100});
+	const [a, b] = p.serveAll();
+	p.run(1000, [a!, b!], {requests: 100});
+	const candidate = p.cluster.workers[2]!;
+	p.edges.signal('SIGTERM');
+	candidate.attach().listen();
+	await flush();
+	t.deepEqual(a!.types, ['drain'], 'drained, not retired');
+	t.falsy(p.line('worker replaced'));
+	a!.drained().exit(0);
+	t.like(p.all('worker exited').at(-1), {worker: a!.id, reason: 'drain'});
+});
+
 test('recycle: RSS must stay above --max-memory-restart for several heartbeats; a spike is not enough', async t => {
 	const p = primary({workers: 1, maxMemoryBytes: 300 * 1024 * 1024});
 	const [a] = p.serveAll();
@@ -295,7 +309,7 @@ test('recycle: each worker draws its own limit in max-requests + 0..jitter', t =
 	const sink = {write() {}};
 	const fleet = new Fleet({script: '/a.js', args: [], execArgv: [], env: {}, logger, stdout: sink, stderr: sink}, edges);
 	const supervisor = new Supervisor(fleet, {count: 3, listenTimeoutMs: 0, maxStartFailures: 3, restartDelayMs: 1, maxRestartDelayMs: 1, backoffResetMs: 1}, edges.clock, logger, () => {});
-	const replacer = new Replacer({fleet, supervisor, logger, timers: new TimerGroup(edges.clock), lingerMs: 0, deadlineMs: 1000});
+	const replacer = new Replacer({fleet, supervisor, logger, timers: new TimerGroup(edges.clock), lingerMs: 0, deadlineMs: 1000, shutdown: new AbortController().signal});
 	const draws = [0, 0.999, 0.5];
 	const recycler = new Recycler(fleet, replacer, {maxMemoryBytes: 0, maxRequests: 1000, maxRequestsJitter: 100}, edges.clock, logger, () => true, () => draws.shift()!);
 	supervisor.start();

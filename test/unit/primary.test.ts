@@ -3,6 +3,7 @@
 import test from 'ava';
 import {ExitCode} from '../../src/exit-codes.js';
 import {Primary, RETIRE_LINGER_MS, type PrimaryOptions} from '../../src/primary/index.js';
+import {exitReason} from '../../src/primary/worker-record.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import {captureLogger, fakeEdges, type FakeWorker} from '../helpers/fakes.js';
 
@@ -471,4 +472,16 @@ test('drain finished reports long-lived connections closed and workers lost or h
 	b!.exit(1);
 	t.is(await p.done, ExitCode.WORKER_LOST);
 	t.like(p.line('drain finished'), {closedLongLived: 4, workersLost: 1, workersHung: 0});
+});
+
+test('exitReason: a retired worker that crashes is a crash, one killed at the deadline a deadline; a planned retire keeps its reason', t => {
+	const retiring = {name: 'retiring', attached: true, reason: 'reload'} as const;
+	const gone = (last: object, code: number | null = 0, signal: string | null = null) => ({name: 'gone', code, signal, last}) as Parameters<typeof exitReason>[0];
+	t.is(exitReason(gone(retiring, 1)), 'crash');
+	t.is(exitReason(gone({name: 'killed', reason: 'deadline', before: retiring}, null, 'SIGKILL')), 'deadline');
+	t.is(exitReason(gone({name: 'drained', summary: {served: 0, rejected: 0, durationMs: 1}, from: retiring})), 'reload');
+	t.is(exitReason(gone({...retiring, attached: false})), 'reload', 'without the helper: exit 0 once its connections end');
+	t.is(exitReason(gone({name: 'listening', role: 'member', attached: true, addresses: []}, 7)), 'crash');
+	t.is(exitReason(gone({name: 'killed', reason: 'hung', before: {name: 'listening', role: 'member', attached: true, addresses: []}}, null, 'SIGKILL')), 'hung');
+	t.is(exitReason(gone({name: 'killed', reason: 'listen-timeout', before: {name: 'starting', role: 'member', attached: false}}, null, 'SIGKILL')), 'start-failed');
 });
