@@ -312,6 +312,7 @@ function wholeNumber(flag: string, text: string): number {
 }
 
 const SIZE_UNITS: Readonly<Record<string, number>> = {'': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3};
+const MIN_MEMORY_LIMIT = 32 * 1024 ** 2;
 
 /** `300M`, `1G`, `512K` (binary units, as pm2 reads them), or bytes. */
 export function parseSize(flag: string, text: string): number {
@@ -319,6 +320,12 @@ export function parseSize(flag: string, text: string): number {
 	const bytes = match ? Math.round(Number(match[1]) * SIZE_UNITS[match[2]!.toLowerCase()]!) : Number.NaN;
 	if (!Number.isSafeInteger(bytes)) {
 		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is not a size. Write it as 300M, 1G, 512K or a number of bytes (0 = off).`);
+	}
+
+	// A Node.js process at rest is larger than this: every worker would be
+	// replaced every few seconds, forever.
+	if (bytes > 0 && bytes < MIN_MEMORY_LIMIT) {
+		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is below 32M, less than a Node.js worker uses at rest, so every worker would be replaced over and over. Write a limit such as 300M or 1G (0 = off).`);
 	}
 
 	return bytes;

@@ -48,6 +48,20 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		process.emit(signal, signal);
 	}
 
+	if (options.metrics) {
+		try {
+			await primary.serveMetrics(options.metrics);
+		} catch (error) {
+			// Nothing has started yet: a bad --metrics is bad input.
+			if (error instanceof UsageError) {
+				process.stderr.write(`graceful-cluster: ${error.message}\n`);
+				process.exit(ExitCode.USAGE);
+			}
+
+			throw error;
+		}
+	}
+
 	logger.info({
 		script: options.script,
 		args: options.args,
@@ -64,20 +78,6 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		logger.fatal({err: error}, 'graceful-cluster crashed; please report this');
 		process.exit(ExitCode.INTERNAL);
 	});
-
-	if (options.metrics) {
-		try {
-			await primary.serveMetrics(options.metrics);
-		} catch (error) {
-			// Nothing has started yet: a bad --metrics is bad input.
-			if (error instanceof UsageError) {
-				process.stderr.write(`graceful-cluster: ${error.message}\n`);
-				process.exit(ExitCode.USAGE);
-			}
-
-			throw error;
-		}
-	}
 
 	const code = await primary.run();
 	process.exit(code);

@@ -76,6 +76,16 @@ export function parseDurationSetting(flag: string, text: string): number {
 	return ms;
 }
 
+/** A duration that must be more than 0 (a timeout of 0 would fail every check). */
+export function parsePositiveDuration(flag: string, text: string): number {
+	const ms = parseDurationSetting(flag, text);
+	if (ms === 0) {
+		throw new UsageError(`${describe(flag)}: "${text}" would fail every check at once. Give it a duration above 0, such as 2s.`);
+	}
+
+	return ms;
+}
+
 export function parseRetryAfter(flag: string, text: string): number {
 	if (!/^\d+$/.test(text.trim())) {
 		throw new UsageError(`${describe(flag)}: "${text}" is not a whole number of seconds. Write it as 1, 5 or 30.`);
@@ -131,7 +141,7 @@ export function readWorkerSettings(source: SettingSource): WorkerSettings {
 		readinessPath: read('readinessPath', parsePath),
 		livenessPath: read('livenessPath', parsePath),
 		keepAliveTimeoutMs: read('keepAliveTimeoutMs', parseDurationSetting),
-		checkTimeoutMs: read('checkTimeoutMs', parseDurationSetting),
+		checkTimeoutMs: read('checkTimeoutMs', parsePositiveDuration),
 	};
 	checkProbePaths(settings);
 	return settings;

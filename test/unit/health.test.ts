@@ -340,9 +340,12 @@ test('options: defaults, flags, GRACEFUL_CLUSTER_* variables, and what each refu
 		workerTimeoutMs: 0, hungStack: true, maxMemoryBytes: 300 * 1024 * 1024, maxRequests: 1000, maxRequestsJitter: 50,
 	});
 	t.like(parse([], {GRACEFUL_CLUSTER_WORKER_TIMEOUT: '1m', GRACEFUL_CLUSTER_MAX_MEMORY_RESTART: '1G', GRACEFUL_CLUSTER_MAX_REQUESTS: '7'}), {workerTimeoutMs: 60_000, maxMemoryBytes: 1024 ** 3, maxRequests: 7});
-	t.is(parseSize('max-memory-restart', '512K'), 512 * 1024);
-	t.is(parseSize('max-memory-restart', '1048576'), 1_048_576);
+	t.is(parseSize('max-memory-restart', '32768K'), 32 * 1024 ** 2);
+	t.is(parseSize('max-memory-restart', '33554432'), 32 * 1024 ** 2);
 	t.is(parseSize('max-memory-restart', '1.5g'), 1.5 * 1024 ** 3);
+	t.is(parseSize('max-memory-restart', '0'), 0, 'off');
+	t.throws(() => parseSize('max-memory-restart', '10'), {instanceOf: UsageError, message: /"10" is below 32M, less than a Node.js worker uses at rest/});
+	t.throws(() => parse(['--check-timeout', '0']), {instanceOf: UsageError, message: /--check-timeout \(GRACEFUL_CLUSTER_CHECK_TIMEOUT\): "0" would fail every check at once/});
 	t.throws(() => parse(['--worker-timeout', '2s']), {instanceOf: UsageError, message: /shorter than 3s/});
 	t.throws(() => parse(['--max-memory-restart', 'lots']), {instanceOf: UsageError, message: /--max-memory-restart \(GRACEFUL_CLUSTER_MAX_MEMORY_RESTART\): "lots" is not a size/});
 	t.throws(() => parse(['--max-requests', '-1']), {instanceOf: UsageError});
