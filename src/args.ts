@@ -145,7 +145,7 @@ function parser(argv: readonly string[]) {
 	const y = yargs([...argv])
 		.scriptName('graceful-cluster')
 		.usage(`${USAGE}\n\nRuns <script> in a cluster of workers and drains it without dropping a request on SIGTERM or SIGINT.`)
-		.parserConfiguration({'halt-at-non-option': true, 'parse-positional-numbers': false, 'unknown-options-as-args': false})
+		.parserConfiguration({'halt-at-non-option': true, 'parse-positional-numbers': false, 'unknown-options-as-args': false, 'duplicate-arguments-array': false})
 		.env(ENV_PREFIX)
 		.strict()
 		.exitProcess(false)

@@ -5,6 +5,7 @@
  * pino writes synchronously to stdout by default, which is what we want: the
  * last lines before `process.exit` (the drain summary) must not be lost.
  */
+import {UsageError} from './errors.js';
 import {pino, type DestinationStream, type Logger, type LevelWithSilent} from 'pino';
 
 export type {Logger} from 'pino';
@@ -33,4 +34,18 @@ export function createLogger({role, level, workerId, destination}: LoggerOptions
 		// Level names instead of numbers: people read these in `kubectl logs`.
 		formatters: {level: label => ({level: label})},
 	}, destination ?? syncWriter(1));
+}
+
+/**
+ * `GRACEFUL_CLUSTER_LOG_LEVEL` as the worker helper reads it (the CLI checks
+ * its own flag): a value pino does not know is a usage error naming the
+ * variable, not a crash inside pino.
+ */
+export function logLevelFromEnv(env: Record<string, string | undefined>): string {
+	const level = env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info';
+	if (!(LOG_LEVELS as readonly string[]).includes(level)) {
+		throw new UsageError(`GRACEFUL_CLUSTER_LOG_LEVEL: "${level}" is not a level. Use one of ${LOG_LEVELS.join(', ')}.`);
+	}
+
+	return level;
 }

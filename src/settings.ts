@@ -148,14 +148,14 @@ export function readWorkerSettings(source: SettingSource): WorkerSettings {
 }
 
 /** Parses and checks every drain setting, the timeline included: the CLI and standalone mode. */
-export function readSettings(source: SettingSource): DrainSettings {
+export function readSettings(source: SettingSource, name?: (flag: string) => string): DrainSettings {
 	const read = reader(source);
 	const timeline: Timeline = {
 		servePeriodMs: read('servePeriodMs', parseDurationSetting),
 		rejectPeriodMs: read('rejectPeriodMs', parseDurationSetting),
 		gracePeriodMs: read('gracePeriodMs', parseDurationSetting),
 	};
-	checkTimeline(timeline);
+	checkTimeline(timeline, name);
 	return {...timeline, ...readWorkerSettings(source)};
 }
 
@@ -163,7 +163,7 @@ export function readSettings(source: SettingSource): DrainSettings {
 export const workerSettingsFromEnv = (env: Env): WorkerSettings => readWorkerSettings(fromEnv(env));
 
 /** Reads every drain setting, the timeline included (standalone mode). */
-export const settingsFromEnv = (env: Env): DrainSettings => readSettings(fromEnv(env));
+export const settingsFromEnv = (env: Env): DrainSettings => readSettings(fromEnv(env), envName);
 
 /** The environment the primary gives its workers, so both sides agree whatever the source was. */
 export function workerSettingsToEnv(settings: WorkerSettings): Record<string, string> {

@@ -52,13 +52,17 @@ export function remaining(timeline: Timeline, elapsedMs: number): Timeline {
 	return {servePeriodMs: serve, rejectPeriodMs: rejectEnd - serve, gracePeriodMs: Math.max(0, timeline.gracePeriodMs - elapsed)};
 }
 
-/** Rejects timelines that cannot work: the deadline must leave time after the reject phase. */
-export function checkTimeline(timeline: Timeline): void {
+/**
+ * Rejects timelines that cannot work: the deadline must leave time after the
+ * reject phase. `name` says how the user wrote each setting (a flag for the
+ * CLI, a `GRACEFUL_CLUSTER_*` variable in standalone mode).
+ */
+export function checkTimeline(timeline: Timeline, name: (flag: string) => string = flag => `--${flag}`): void {
 	const {servePeriodMs, rejectPeriodMs, gracePeriodMs} = timeline;
 	if (rejectEndsAt(timeline) >= gracePeriodMs) {
 		throw new UsageError(
-			`--serve-period (${formatDuration(servePeriodMs)}) + --reject-period (${formatDuration(rejectPeriodMs)}) must be less than --grace-period (${formatDuration(gracePeriodMs)}), `
-			+ 'or in-flight requests get no time to finish. Raise --grace-period or shorten the other two.',
+			`${name('serve-period')} (${formatDuration(servePeriodMs)}) + ${name('reject-period')} (${formatDuration(rejectPeriodMs)}) must be less than ${name('grace-period')} (${formatDuration(gracePeriodMs)}), `
+			+ `or in-flight requests get no time to finish. Raise ${name('grace-period')} or shorten the other two.`,
 		);
 	}
 }

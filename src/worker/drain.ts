@@ -21,6 +21,7 @@
  * if any is still running as the deadline nears.
  */
 import type {IncomingMessage, Server} from 'node:http';
+import path from 'node:path';
 import {systemClock, TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {WorkerSettings} from '../settings.js';
@@ -243,7 +244,8 @@ export class ProcessDrain {
 		const covers = (): void => {
 			const address = server.address();
 			if (address) {
-				this.host?.covers?.(typeof address === 'string' ? address : String(address.port));
+				// A socket path as node:cluster reports it to the primary: resolved.
+				this.host?.covers?.(typeof address === 'string' ? path.resolve(address) : String(address.port));
 			}
 		};
 

@@ -11,7 +11,7 @@ import type {Server} from 'node:http';
 import net from 'node:net';
 import tls from 'node:tls';
 import {performance} from 'node:perf_hooks';
-import {createLogger, type Logger} from '../logger.js';
+import {createLogger, logLevelFromEnv, type Logger} from '../logger.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
 import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
@@ -99,6 +99,7 @@ function setUp(): ProcessDrain {
 			const all = settingsFromEnv(process.env);
 			settings = all;
 			timeline = all;
+			logLevelFromEnv(process.env);
 		}
 	} catch (error) {
 		// A malformed GRACEFUL_CLUSTER_* value: better to stop at start than to drain
@@ -112,7 +113,7 @@ function setUp(): ProcessDrain {
 		throw error;
 	}
 
-	const level = process.env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info';
+	const level = logLevelFromEnv(process.env);
 	if (channel) {
 		const logger = createLogger({role: 'worker', level, workerId: channel.workerId});
 		const drain = new ProcessDrain(settings, logger);

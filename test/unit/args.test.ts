@@ -199,3 +199,8 @@ test.serial('--help: a type and a default per option, and the exit codes', t => 
 		t.regex(text, new RegExp(`^${code} {2}${name} +\\S`, 'm'), name);
 	}
 });
+
+test('a flag given twice: the last one wins, as in most CLIs', t => {
+	const result = parseArgs(['--grace-period', '10s', '--grace-period', '20s', '--reject-period', '15s', 'examples/hello/server.js'], ROOT);
+	t.is(result.kind === 'run' ? result.options.settings.gracePeriodMs : undefined, 20_000);
+});

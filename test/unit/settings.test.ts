@@ -1,6 +1,7 @@
 import test from 'ava';
 import {formatDuration, parseDuration} from '../../src/duration.js';
 import {UsageError} from '../../src/errors.js';
+import {logLevelFromEnv} from '../../src/logger.js';
 import {
 	DEFAULT_WORKER_SETTINGS, settingsFromEnv, workerSettingsFromEnv, workerSettingsToEnv,
 } from '../../src/settings.js';
@@ -56,7 +57,7 @@ test('checkTimeline: serve + reject must end before the deadline', t => {
 test('settingsFromEnv names the bad variable', t => {
 	const error = t.throws(() => settingsFromEnv({GRACEFUL_CLUSTER_GRACE_PERIOD: 'never'}), {instanceOf: UsageError});
 	t.regex(error?.message ?? '', /GRACEFUL_CLUSTER_GRACE_PERIOD.*"never"/);
-	t.throws(() => settingsFromEnv({GRACEFUL_CLUSTER_REJECT_PERIOD: '95s'}), {message: /must be less than --grace-period/});
+	t.throws(() => settingsFromEnv({GRACEFUL_CLUSTER_REJECT_PERIOD: '95s'}), {message: /GRACEFUL_CLUSTER_SERVE_PERIOD \(0s\) \+ GRACEFUL_CLUSTER_REJECT_PERIOD \(95s\) must be less than GRACEFUL_CLUSTER_GRACE_PERIOD \(90s\)/}, 'standalone names the variables it read');
 });
 
 test('the worker helper refuses readiness and liveness on one path, as the CLI does (standalone mode included)', t => {
@@ -67,4 +68,10 @@ test('the worker helper refuses readiness and liveness on one path, as the CLI d
 	}
 
 	t.like(workerSettingsFromEnv({GRACEFUL_CLUSTER_READINESS_PATH: '', GRACEFUL_CLUSTER_LIVENESS_PATH: ''}), {readinessPath: '', livenessPath: ''});
+});
+
+test('the helper reads GRACEFUL_CLUSTER_LOG_LEVEL as a usage error when pino would not know it', t => {
+	t.is(logLevelFromEnv({}), 'info');
+	t.is(logLevelFromEnv({GRACEFUL_CLUSTER_LOG_LEVEL: 'debug'}), 'debug');
+	t.throws(() => logLevelFromEnv({GRACEFUL_CLUSTER_LOG_LEVEL: 'verbose'}), {instanceOf: UsageError, message: /GRACEFUL_CLUSTER_LOG_LEVEL: "verbose" is not a level/});
 });
