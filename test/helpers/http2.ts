@@ -6,7 +6,7 @@
 import {execFileSync} from 'node:child_process';
 import {once} from 'node:events';
 import {mkdtempSync, readFileSync, rmSync} from 'node:fs';
-import http2, {type ClientHttp2Session, type IncomingHttpHeaders} from 'node:http2';
+import http2, {type ClientHttp2Session, type IncomingHttpHeaders, type OutgoingHttpHeaders} from 'node:http2';
 import os from 'node:os';
 import path from 'node:path';
 import type {ExecutionContext} from 'ava';
@@ -53,8 +53,8 @@ export interface H2Client {
 	readonly goaways: Goaway[];
 	/** Resolves with `Date.now()` when the session has closed. */
 	readonly closed: Promise<number>;
-	/** One GET (or `method`) on this session. */
-	request(path: string, options?: {method?: string; body?: string}): Promise<H2Response>;
+	/** One GET (or `method`) on this session, with `headers` added. */
+	request(path: string, options?: {method?: string; body?: string; headers?: OutgoingHttpHeaders}): Promise<H2Response>;
 	/** Resolves with the `count`-th GOAWAY (1 = the first). */
 	goaway(count?: number): Promise<Goaway>;
 	close(): void;
@@ -79,8 +79,8 @@ export function connect(t: ExecutionContext, port: number, ca?: Buffer): H2Clien
 		session,
 		goaways,
 		closed,
-		async request(requestPath, {method = 'GET', body} = {}) {
-			const stream = session.request({':path': requestPath, ':method': method}, {endStream: body === undefined});
+		async request(requestPath, {method = 'GET', body, headers: extra = {}} = {}) {
+			const stream = session.request({...extra, ':path': requestPath, ':method': method}, {endStream: body === undefined});
 			if (body !== undefined) {
 				stream.end(body);
 			}
