@@ -3,7 +3,6 @@
 // notice on every session, the 503 without connection headers, the stream in
 // flight whole, exit 0 in time. SIGHUP: the retiring worker's sessions closed.
 import test, {type ExecutionContext} from 'ava';
-import {once} from 'node:events';
 import https from 'node:https';
 import got from 'got';
 import {fixture, startCluster} from '../helpers/cluster.js';
@@ -136,14 +135,7 @@ for (const api of ['request', 'stream'] as const) {
 		t.timeout(40_000);
 		const app = await start(t, 'h2c', {api});
 		const client = connect(t, app.port);
-		const stream = client.session.request({':path': '/events', accept: 'text/event-stream'});
-		stream.setEncoding('utf8');
-		let text = '';
-		stream.on('data', (chunk: string) => {
-			text += chunk;
-		});
-		const ended = once(stream, 'end');
-		ended.catch(() => undefined);
+		const events = client.open('/events', {headers: {accept: 'text/event-stream'}});
 		await app.waitForLog('fixture events started');
 		const signalledAt = Date.now();
 		app.kill('SIGTERM');
@@ -151,7 +143,7 @@ for (const api of ['request', 'stream'] as const) {
 		const retry = await connect(t, app.port).request('/events', {headers: {accept: 'text/event-stream'}});
 		t.like(retry, {status: 200, body: 'retry: 1000\n\n'}, 'a new event stream: reconnect later, elsewhere');
 		t.is(retry.headers['content-type'], 'text/event-stream');
-		await ended;
+		const text = await events.ended;
 		const endedMs = Date.now() - signalledAt;
 		t.is(text, 'data: hello\n\n', 'ended cleanly, not reset');
 		t.true(endedMs >= REJECT_MS - 100 && endedMs < REJECT_MS + 1500, `ended ${endedMs} ms after SIGTERM: when the reject phase ends`);

@@ -3,16 +3,17 @@
 import test, {type ExecutionContext} from 'ava';
 import {once} from 'node:events';
 import http from 'node:http';
-import http2, {type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Stream} from 'node:http2';
+import http2, {type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Stream} from 'node:http2';
 import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
 import got from 'got';
 import {drainableKind} from '../../src/worker/filter.js';
 import {Http2Filter, SHUTDOWN_NOTICE_MS, type Http2AnyServer, type RejectedStream} from '../../src/worker/http2-filter.js';
-import {Readiness} from '../../src/worker/readiness.js';
+import type {Readiness} from '../../src/worker/readiness.js';
 import {Mode} from '../../src/worker/request-filter.js';
 import {attach} from '../../src/worker/index.js';
+import {switchableCheck} from '../helpers/fakes.js';
 import {connect, makeCertificate, MAX_STREAM_ID, type H2Client, type TestCertificate} from '../helpers/http2.js';
 
 type Api = 'request' | 'stream';
@@ -341,20 +342,13 @@ test('the final GOAWAY follows the notice SHUTDOWN_NOTICE_MS later; a stream rac
 
 /** Opens `path` as an event stream (`accept: text/event-stream`) and resolves with its status once the first event arrived. */
 async function openEvents(client: H2Client, path = '/events') {
-	const stream = client.session.request({':path': path, accept: 'text/event-stream'});
-	stream.setEncoding('utf8');
-	let text = '';
-	stream.on('data', (chunk: string) => {
-		text += chunk;
-	});
-	const ended = once(stream, 'end').then(() => text);
-	ended.catch(() => undefined);
-	const [headers] = await once(stream, 'response') as [IncomingHttpHeaders];
-	if (text === '') {
-		await once(stream, 'data');
+	const events = client.open(path, {headers: {accept: 'text/event-stream'}});
+	const {status} = await events.response;
+	if (events.text() === '') {
+		await once(events.stream, 'data');
 	}
 
-	return {status: Number(headers[':status']), headers, ended, text: () => text};
+	return {status, ended: events.ended};
 }
 
 for (const api of ['request', 'stream'] as const) {
@@ -394,26 +388,18 @@ test('reject phase: a new HTTP/2 event stream gets a 200 with retry: and an end 
 
 /** A POST with `expect: 100-continue` that sends its body only after the 100; resolves with the answer and whether a 100 came. */
 async function expectContinue(client: H2Client, path = '/echo') {
-	const stream = client.session.request({':path': path, ':method': 'POST', expect: '100-continue'});
+	const {stream, response, ended} = client.open(path, {method: 'POST', headers: {expect: '100-continue'}, endStream: false});
 	let continued = false;
 	stream.on('continue', () => {
 		continued = true;
 		stream.end('payload');
 	});
-	stream.setEncoding('utf8');
-	let body = '';
-	stream.on('data', (chunk: string) => {
-		body += chunk;
-	});
-	const ended = once(stream, 'end');
-	ended.catch(() => undefined);
-	const [headers] = await once(stream, 'response') as [IncomingHttpHeaders];
+	const {status} = await response;
 	if (!continued) {
 		stream.close();
 	}
 
-	await ended;
-	return {status: Number(headers[':status']), body, continued};
+	return {status, body: await ended, continued};
 }
 
 test('Expect: 100-continue on HTTP/2: serving, the 100 then the app; with the app\'s own checkContinue listener, the app decides; rejecting, the 503 without a 100', async t => {
@@ -464,28 +450,21 @@ test('TLS with allowHTTP1: Expect: 100-continue works over HTTP/1.1 too; request
 
 test('readiness checks run for HTTP/2 probes as for HTTP/1.1 ones on the same server; a drain answers 503 at once, without them', async t => {
 	const cert = makeCertificate(t);
-	let ok = true;
-	let runs = 0;
-	const readiness = new Readiness({
-		db() {
-			runs++;
-			return ok;
-		},
-	}, 1000);
-	const r = await rig(t, {tlsCert: cert, allowHTTP1: true, readiness});
+	const db = switchableCheck();
+	const r = await rig(t, {tlsCert: cert, allowHTTP1: true, readiness: db.readiness});
 	const h1 = got.extend({retry: {limit: 0}, throwHttpErrors: false, timeout: {request: 5000}, https: {certificateAuthority: cert.cert}, agent: {https: new https.Agent({keepAlive: false})}});
 	const h2 = connect(t, r.port, cert.cert);
 	t.like(await h2.request('/readyz'), {status: 200, body: 'ready\n'});
-	ok = false;
+	db.ok = false;
 	t.like(await h2.request('/readyz'), {status: 503, body: 'db: returned false\n'});
 	t.like(await h2.request('/readyz', {method: 'HEAD'}), {status: 503, body: ''});
 	const overHttp1 = await h1(`https://localhost:${r.port}/readyz`);
 	t.is(overHttp1.statusCode, 503);
 	t.is(overHttp1.body, 'db: returned false\n', 'one answer whatever the protocol');
 	t.like(await h2.request('/livez'), {status: 200}, 'liveness never runs them');
-	t.is(runs, 4);
+	t.is(db.runs, 4);
 	r.filter.setMode(Mode.DRAIN_SERVE);
 	t.like(await connect(t, r.port, cert.cert).request('/readyz'), {status: 503, body: 'draining\n'});
-	t.is(runs, 4, 'not run during a drain');
+	t.is(db.runs, 4, 'not run during a drain');
 	t.deepEqual(r.seen, []);
 });

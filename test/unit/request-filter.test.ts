@@ -8,9 +8,9 @@ import https from 'node:https';
 import net, {type AddressInfo} from 'node:net';
 import {performance} from 'node:perf_hooks';
 import {setTimeout} from 'node:timers/promises';
-import {Readiness} from '../../src/worker/readiness.js';
 import {Mode, RequestFilter, UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/request-filter.js';
 import {url} from '../../testkit/net.js';
+import {switchableCheck} from '../helpers/fakes.js';
 import {client, rawExchange, RawConnection, UPGRADE_REQUEST as UPGRADE} from '../helpers/http.js';
 
 interface Rig {
@@ -317,15 +317,8 @@ test('an empty probe path sends the probe to the app', async t => {
 
 test('readiness checks (FilterOptions.readiness): run by the readiness probe while serving, 503 naming the failing one; during a drain 503 at once, without them', async t => {
 	const server = http.createServer((_request, response) => response.end('app'));
-	let ok = true;
-	let runs = 0;
-	const readiness = new Readiness({
-		db() {
-			runs++;
-			return ok;
-		},
-	}, 1000);
-	const filter = new RequestFilter(server, {retryAfterSeconds: 1, readinessPath: '/readyz', livenessPath: '/livez', readiness, onIdle() {}});
+	const db = switchableCheck();
+	const filter = new RequestFilter(server, {retryAfterSeconds: 1, readinessPath: '/readyz', livenessPath: '/livez', readiness: db.readiness, onIdle() {}});
 	await once(server.listen(0, '127.0.0.1'), 'listening');
 	t.teardown(() => {
 		server.closeAllConnections();
@@ -333,15 +326,15 @@ test('readiness checks (FilterOptions.readiness): run by the readiness probe whi
 	});
 	const {port} = server.address() as AddressInfo;
 	t.like(await client(url(port, '/readyz')), {statusCode: 200, body: 'ready\n'});
-	ok = false;
+	db.ok = false;
 	t.like(await client(url(port, '/readyz')), {statusCode: 503, body: 'db: returned false\n'});
 	t.like(await client(url(port, '/livez')), {statusCode: 200});
-	t.is(runs, 2);
+	t.is(db.runs, 2);
 	filter.setMode(Mode.DRAIN_SERVE);
 	const draining = await client(url(port, '/readyz'));
 	t.like(draining, {statusCode: 503, body: 'draining\n'});
 	t.is(draining.headers.connection, 'close');
-	t.is(runs, 2);
+	t.is(db.runs, 2);
 	t.is(filter.requests, 0, 'probes are not requests');
 });
 
