@@ -28,6 +28,7 @@ import type {WorkerSettings} from '../settings.js';
 import type {Timeline} from '../timeline.js';
 import {CLOSE_CODES, drainableKind, Mode, type DrainableServer, type DrainReason, type ServerFilter} from './filter.js';
 import {Http2Filter, type Http2AnyServer, type RejectedStream} from './http2-filter.js';
+import type {Readiness} from './readiness.js';
 import {RequestFilter} from './request-filter.js';
 
 export type Phase =
@@ -198,7 +199,8 @@ export class ProcessDrain {
 		this.host = host;
 	}
 
-	addServer(server: DrainableServer): ServerFilter {
+	/** Filters `server`; `readiness`: the app's readiness checks, run by its readiness probe while serving. */
+	addServer(server: DrainableServer, readiness?: Readiness): ServerFilter {
 		const logger = this.logger;
 		const {keepAliveTimeoutMs} = this.settings;
 		const http2 = drainableKind(server) === 'http2';
@@ -223,6 +225,7 @@ export class ProcessDrain {
 			retryAfterSeconds: this.settings.retryAfterSeconds,
 			readinessPath: this.settings.readinessPath,
 			livenessPath: this.settings.livenessPath,
+			readiness,
 			// Only built when debug is on: at info, a rejected request costs no log call.
 			onReject: debug
 				? (request: IncomingMessage) => {

@@ -56,8 +56,11 @@ export interface ServerFilter {
 	readonly served: number;
 	/** Requests answered with the drain 503. */
 	readonly rejected: number;
-	/** Requests handed to the app since attach() (the heartbeat's count, `--max-requests`); absent: not counted. */
-	readonly requests?: number;
+	/**
+	 * Requests handed to the app since attach(), HTTP/2 streams included (the
+	 * heartbeat's count, `--max-requests`). Probes and rejected requests are not counted.
+	 */
+	readonly requests: number;
 	readonly draining: boolean;
 	setMode(mode: Mode): void;
 	/**

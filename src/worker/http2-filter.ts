@@ -3,9 +3,10 @@
  * servers of `http2.createServer()` and `http2.createSecureServer()`.
  *
  * It overrides `server.emit` and decides on the `'stream'` event, before any app
- * code runs: a probe is answered, a stream in the reject phase gets the drain
- * 503, everything else goes on (and is counted in flight until the stream
- * closes). node:http2's compatibility API (`'request'` with
+ * code runs: a probe is answered (the readiness checks run first while
+ * serving, as for HTTP/1.1), a stream in the reject phase gets the drain 503
+ * (a new event stream: a 200 with `retry:` that ends at once), everything else
+ * goes on (and is counted in flight until the stream closes). node:http2's compatibility API (`'request'` with
  * Http2ServerRequest/Http2ServerResponse) is built by a `'stream'` listener of
  * Node's own, so apps of either API are covered by the one decision, and a
  * stream answered here never becomes a `'request'`.
@@ -22,16 +23,27 @@
  * events of node:http's own IncomingMessage/ServerResponse: they go to a
  * RequestFilter (Http1Fallback) composed in here, so they get the HTTP/1.1
  * treatment unchanged, and RequestFilter's hot path pays nothing for HTTP/2.
+ * `'checkContinue'` (`Expect: 100-continue`; emitted because RequestFilter
+ * listens for it) is routed by protocol: HTTP/2 ones get Node's default (a 100,
+ * then `'request'`) unless the app listens for it too.
  *
- * Per stream: no closure, no allocation; state in plain fields (the rules of
- * request-filter.ts). Sessions are tracked per connection, on its 'session'
- * event.
+ * Event streams (a `text/event-stream` response) are sorted out of the streams
+ * in flight at drain time, by the headers the stream sent, and ended when the
+ * reject phase ends: an event stream stays open as long as the client likes,
+ * and `session.close()` waits for every open stream.
+ *
+ * Per stream: no closure, no allocation; state in plain fields and a dense
+ * array of the open streams (the rules of request-filter.ts). Sessions are
+ * tracked per connection, on its 'session' event.
  */
 import http from 'node:http';
 import {performance} from 'node:perf_hooks';
-import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, OutgoingHttpHeaders, ServerHttp2Session, ServerHttp2Stream} from 'node:http2';
+import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, Http2ServerRequest, Http2ServerResponse, OutgoingHttpHeaders, ServerHttp2Session, ServerHttp2Stream} from 'node:http2';
 import {Mode, type DrainReason, type LongLivedClosed, type ServerFilter} from './filter.js';
-import {ALIVE_BODY, DRAINING_BODY, isPath, READY_BODY, REJECT_BODY, RequestFilter, type FilterOptions} from './request-filter.js';
+import type {Readiness} from './readiness.js';
+import {
+	ALIVE_BODY, DRAINING_BODY, EVENT_STREAM, eventStreamRetryBody, isPath, READY_BODY, REJECT_BODY, RequestFilter, wantsEventStream, type FilterOptions,
+} from './request-filter.js';
 
 /** GOAWAY's error code for a graceful shutdown (RFC 9113 section 7). */
 const NO_ERROR = 0;
@@ -90,6 +102,26 @@ export type SessionStage =
 const STAGE_ORDER: readonly SessionStage[] = ['open', 'notified', 'closing', 'destroyed'];
 const SESSION_STAGE = Symbol('graceful-cluster.sessionStage');
 type TrackedSession = ServerHttp2Session & {[SESSION_STAGE]?: SessionStage};
+/** Where a stream in flight sits in its filter's `h2Open` array. */
+const SLOT = Symbol('graceful-cluster.h2Slot');
+type TrackedStream = ServerHttp2Stream & {[SLOT]?: number};
+
+/** The headers of an answer made here; no `connection`: connection-specific headers are malformed in HTTP/2. */
+function answerHeaders(status: number, body: Buffer, contentType = 'text/plain; charset=utf-8'): OutgoingHttpHeaders {
+	return {':status': status, 'content-type': contentType, 'content-length': body.length, 'cache-control': 'no-store'};
+}
+
+/** True when the headers a stream sent make it an event stream. At drain time only: names may be in any case on the `'stream'` API. */
+function isEventStream(sent: OutgoingHttpHeaders | undefined): boolean {
+	for (const name in sent) {
+		if (name.toLowerCase() === 'content-type') {
+			const type = sent[name];
+			return typeof type === 'string' && EVENT_STREAM.test(type);
+		}
+	}
+
+	return false;
+}
 
 /**
  * HTTP/1.1 on an HTTP/2 server (`allowHTTP1`): RequestFilter's treatment. Node
@@ -104,16 +136,23 @@ class Http1Fallback extends RequestFilter {
 }
 
 type EmitStream = (this: Http2AnyServer, event: 'stream', stream: unknown, headers: unknown, flags: unknown, rawHeaders: unknown) => boolean;
-type EmitRequest = (this: Http2AnyServer, event: 'request', request: unknown, response: unknown) => boolean;
+type EmitRequest = (this: Http2AnyServer, event: 'request' | 'checkContinue', request: unknown, response: unknown) => boolean;
 
 function ignore(): void {
 	// A client's RST_STREAM on a stream answered here: nothing to do.
 }
 
 export class Http2Filter implements ServerFilter {
-	private streamsInflight = 0;
-	private streamsServed = 0;
-	private streamsRejected = 0;
+	/** HTTP/2 streams handed to the app that have not closed yet, event streams sorted out; each holds its index under SLOT. */
+	private readonly h2Open: ServerHttp2Stream[] = [];
+	/** HTTP/2 streams sorted out of `h2Open` as event streams, still open. */
+	private readonly h2EventStreams = new Set<ServerHttp2Stream>();
+	/** HTTP/2 streams handed to the app that closed during the drain. */
+	private h2Served = 0;
+	/** HTTP/2 streams answered with the drain 503 (or, asking for an event stream, a `retry:` and an end). */
+	private h2Rejected = 0;
+	/** HTTP/2 streams handed to the app since attach(). */
+	private h2Requests = 0;
 	private mode: Mode = Mode.SERVING;
 	/** What every session, a new one too, is told at least: `'closing'` once listening stopped. */
 	private floor: SessionStage = 'open';
@@ -124,6 +163,8 @@ export class Http2Filter implements ServerFilter {
 	private readonly http1: Http1Fallback;
 	private readonly ownEmit: Http2AnyServer['emit'];
 	private readonly rejectHeaders: OutgoingHttpHeaders;
+	private readonly eventStreamBody: Buffer;
+	private readonly eventStreamHeaders: OutgoingHttpHeaders;
 	private readonly onStreamClose: (this: ServerHttp2Stream) => void;
 	private readonly onSession: (session: ServerHttp2Session) => void;
 	private readonly onSessionClose: (this: ServerHttp2Session) => void;
@@ -134,21 +175,20 @@ export class Http2Filter implements ServerFilter {
 		this.http1 = new Http1Fallback(server as unknown as http.Server, options);
 		const http1Emit = server.emit;
 		const ownEmit = this.ownEmit;
-		// No `connection`: connection-specific headers are malformed in HTTP/2.
-		this.rejectHeaders = {
-			':status': 503,
-			'retry-after': String(options.retryAfterSeconds),
-			'content-type': 'text/plain; charset=utf-8',
-			'content-length': REJECT_BODY.length,
-			'cache-control': 'no-store',
-		};
+		this.rejectHeaders = {...answerHeaders(503, REJECT_BODY), 'retry-after': String(options.retryAfterSeconds)};
+		this.eventStreamBody = eventStreamRetryBody(options.retryAfterSeconds);
+		this.eventStreamHeaders = answerHeaders(200, this.eventStreamBody, 'text/event-stream');
 		const filter = this;
 		// One listener for all streams, made once per server; called with the stream
 		// as `this`. 'close' fires for finished and for reset streams alike.
-		this.onStreamClose = function () {
-			filter.streamsInflight--;
+		this.onStreamClose = function (this: ServerHttp2Stream) {
+			// Sorted out as an event stream: never counted as served.
+			if (!filter.forget(this)) {
+				return;
+			}
+
 			if (filter.mode !== Mode.SERVING) {
-				filter.streamsServed++;
+				filter.h2Served++;
 				if (filter.inflight === 0) {
 					filter.options.onIdle();
 				}
@@ -176,11 +216,18 @@ export class Http2Filter implements ServerFilter {
 				return (ownEmit as EmitStream).call(this, event, a, b, c, d);
 			}
 
-			if (event === 'request') {
+			if (event === 'request' || event === 'checkContinue') {
 				// HTTP/2 compatibility requests were decided on as streams; HTTP/1.1
 				// ones (allowHTTP1) go through the HTTP/1.1 filter.
-				const emit = (a as {httpVersionMajor?: number}).httpVersionMajor === 2 ? ownEmit : http1Emit;
-				return (emit as EmitRequest).call(this, event, a, b);
+				if ((a as {httpVersionMajor?: number}).httpVersionMajor !== 2) {
+					return (http1Emit as EmitRequest).call(this, event, a, b);
+				}
+
+				if (event === 'checkContinue') {
+					return filter.checkContinue(a as Http2ServerRequest, b as Http2ServerResponse);
+				}
+
+				return (ownEmit as EmitRequest).call(this, event, a, b);
 			}
 
 			// eslint-disable-next-line prefer-rest-params
@@ -188,36 +235,54 @@ export class Http2Filter implements ServerFilter {
 		} as Http2AnyServer['emit'];
 	}
 
-	/** Streams and HTTP/1.1 requests handed to the app that have not closed yet. */
+	/** Streams and HTTP/1.1 requests handed to the app that have not closed yet (event streams sorted out). */
 	get inflight(): number {
-		return this.streamsInflight + this.http1.inflight;
+		return this.h2Open.length + this.http1.inflight;
 	}
 
 	get served(): number {
-		return this.streamsServed + this.http1.served;
+		return this.h2Served + this.http1.served;
 	}
 
 	get rejected(): number {
-		return this.streamsRejected + this.http1.rejected;
+		return this.h2Rejected + this.http1.rejected;
 	}
 
-	// Long-lived connections: HTTP/1.1 upgrades and event streams of an
-	// `allowHTTP1` server. An HTTP/2 stream, event stream or not, ends with its
-	// session, which the GOAWAYs close.
+	get requests(): number {
+		return this.h2Requests + this.http1.requests;
+	}
+
+	/** HTTP/1.1 upgrades (`allowHTTP1`); HTTP/2 has none (RFC 8441 WebSockets are streams, and not filtered). */
 	get upgrades(): number {
 		return this.http1.upgrades;
 	}
 
+	/** Event streams still open, HTTP/2 and HTTP/1.1, among those sorted out by `sortLongLived()`. */
 	get streams(): number {
-		return this.http1.streams;
+		return this.h2EventStreams.size + this.http1.streams;
 	}
 
 	sortLongLived(): void {
+		this.sortH2EventStreams();
 		this.http1.sortLongLived();
 	}
 
+	/**
+	 * Ends the event streams still open: an HTTP/2 stream with END_STREAM (a
+	 * clean end: EventSource reconnects after its `retry`, to another pod), so
+	 * its session can close; the HTTP/1.1 ones and upgrades as RequestFilter does.
+	 */
 	closeLongLived(reason: DrainReason): LongLivedClosed {
-		return this.http1.closeLongLived(reason);
+		this.sortH2EventStreams();
+		const h2Streams = this.h2EventStreams.size;
+		for (const stream of this.h2EventStreams) {
+			if (!stream.writableEnded && !stream.destroyed) {
+				stream.end();
+			}
+		}
+
+		const http1 = this.http1.closeLongLived(reason);
+		return {upgrades: http1.upgrades, streams: h2Streams + http1.streams};
 	}
 
 	get draining(): boolean {
@@ -333,12 +398,72 @@ export class Http2Filter implements ServerFilter {
 		}
 	};
 
+	/**
+	 * The HTTP/2 streams in flight whose response is an event stream, moved from
+	 * `h2Open` to `h2EventStreams`: one pass, at drain time only. A stream that
+	 * has not sent its headers yet stays in flight until a later pass.
+	 */
+	private sortH2EventStreams(): void {
+		// Backwards: `forget` moves the last stream into the freed slot, and that
+		// one has been looked at already.
+		for (let index = this.h2Open.length - 1; index >= 0; index--) {
+			const stream = this.h2Open[index]!;
+			if (isEventStream(stream.sentHeaders) && this.forget(stream)) {
+				this.h2EventStreams.add(stream);
+				stream.once('close', () => {
+					this.h2EventStreams.delete(stream);
+				});
+			}
+		}
+	}
+
+	/**
+	 * Takes a stream out of `h2Open` (the last one moves into its place). False
+	 * when it was already out: its close was counted once.
+	 */
+	private forget(stream: ServerHttp2Stream): boolean {
+		const tracked = stream as TrackedStream;
+		const index = tracked[SLOT];
+		if (index === undefined) {
+			return false;
+		}
+
+		tracked[SLOT] = undefined;
+		const last = this.h2Open.pop()!;
+		if (last !== stream) {
+			this.h2Open[index] = last;
+			(last as TrackedStream)[SLOT] = index;
+		}
+
+		return true;
+	}
+
+	/**
+	 * `Expect: 100-continue` on an HTTP/2 stream handed to the app (a rejected
+	 * one got its 503 as a stream, without a 100). The app's own
+	 * `'checkContinue'` listener decides if there is one (ours is
+	 * RequestFilter's no-op); otherwise Node's default: the 100, then `'request'`.
+	 */
+	private checkContinue(request: Http2ServerRequest, response: Http2ServerResponse): boolean {
+		if (this.server.listenerCount('checkContinue') > 1) {
+			return (this.ownEmit as EmitRequest).call(this.server, 'checkContinue', request, response);
+		}
+
+		response.writeContinue();
+		return (this.ownEmit as EmitRequest).call(this.server, 'request', request, response);
+	}
+
 	/** Returns true when the stream was answered here and must not reach the app. */
 	private intercept(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean {
 		const path = headers[':path'] ?? '';
 		if (isPath(path, this.options.readinessPath)) {
-			const ready = this.mode === Mode.SERVING || this.mode === Mode.RETIRE;
-			this.answer(stream, ready ? 200 : 503, ready ? READY_BODY : DRAINING_BODY);
+			const {readiness} = this.options;
+			if (readiness !== undefined && this.mode === Mode.SERVING) {
+				this.checkReadiness(stream, readiness);
+			} else {
+				this.answerReadiness(stream);
+			}
+
 			return true;
 		}
 
@@ -362,7 +487,9 @@ export class Http2Filter implements ServerFilter {
 			}
 		}
 
-		this.streamsInflight++;
+		this.h2Requests++;
+		(stream as TrackedStream)[SLOT] = this.h2Open.length;
+		this.h2Open.push(stream);
 		stream.on('close', this.onStreamClose);
 		return false;
 	}
@@ -373,19 +500,42 @@ export class Http2Filter implements ServerFilter {
 	 * filter does, so the stream ends cleanly on both sides.
 	 */
 	private reject(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
-		this.streamsRejected++;
+		this.h2Rejected++;
 		this.options.onRejectStream?.({method: headers[':method'], path: headers[':path'], remote: stream.session?.socket?.remoteAddress});
-		this.respond(stream, this.rejectHeaders, REJECT_BODY);
+		if (wantsEventStream(headers)) {
+			// EventSource never retries a 503: a 200 stream that ends at once after `retry:`.
+			this.respond(stream, this.eventStreamHeaders, this.eventStreamBody);
+		} else {
+			this.respond(stream, this.rejectHeaders, REJECT_BODY);
+		}
+
 		stream.resume();
 	}
 
+	/** The readiness probe's answer for the mode: 200 while serving or retiring, 503 while draining. */
+	private answerReadiness(stream: ServerHttp2Stream): void {
+		const ready = this.mode === Mode.SERVING || this.mode === Mode.RETIRE;
+		this.answer(stream, ready ? 200 : 503, ready ? READY_BODY : DRAINING_BODY);
+	}
+
+	/**
+	 * The readiness probe while serving, with checks: 200 once they pass, 503
+	 * naming the failing ones; if the drain began meanwhile, the drain's answer.
+	 */
+	private checkReadiness(stream: ServerHttp2Stream, readiness: Readiness): void {
+		// A client's RST_STREAM while the checks run.
+		stream.on('error', ignore);
+		void readiness.probe().then(failures => {
+			if (failures === undefined || this.mode !== Mode.SERVING) {
+				this.answerReadiness(stream);
+			} else {
+				this.answer(stream, 503, failures);
+			}
+		});
+	}
+
 	private answer(stream: ServerHttp2Stream, status: number, body: Buffer): void {
-		this.respond(stream, {
-			':status': status,
-			'content-type': 'text/plain; charset=utf-8',
-			'content-length': body.length,
-			'cache-control': 'no-store',
-		}, body);
+		this.respond(stream, answerHeaders(status, body), body);
 	}
 
 	private respond(stream: ServerHttp2Stream, headers: OutgoingHttpHeaders, body: Buffer): void {

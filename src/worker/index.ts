@@ -7,7 +7,6 @@
  * plain `node server.js` the helper drains the process itself on SIGTERM/SIGINT,
  * with the same timeline read from `GRACEFUL_CLUSTER_*`.
  */
-import type {Server} from 'node:http';
 import net from 'node:net';
 import tls from 'node:tls';
 import {performance} from 'node:perf_hooks';
@@ -19,7 +18,7 @@ import {isDuplicateSignal, remaining, type Timeline} from '../timeline.js';
 import {getChannel, type WorkerChannel} from './channel.js';
 import {ProcessDrain, type DrainListener, type PhaseName, type ShutdownHook} from './drain.js';
 import {drainableKind, type DrainableServer, type ServerFilter} from './filter.js';
-import {installReadiness, Readiness, type ReadinessChecks} from './readiness.js';
+import {Readiness, type ReadinessChecks} from './readiness.js';
 import {asHooks, getSignalListeners, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
 import {isMetricsRegistry, sendFinalMetrics, shareMetrics, type MetricsRegistry} from './metrics.js';
@@ -162,7 +161,7 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 	channel.stats = () => {
 		let requests = detachedRequests;
 		for (const filter of attached) {
-			requests += filter.requests ?? 0;
+			requests += filter.requests;
 		}
 
 		return {requests, inflight: drain.inflight};
@@ -284,12 +283,10 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 		shareMetrics(channel, metricsRegistry);
 	}
 
-	const filter = drain.addServer(server);
+	// Made first: checks that are not functions throw before the server is filtered.
+	const readiness = options.readinessChecks === undefined ? undefined : new Readiness(options.readinessChecks, workerSettingsFromEnv(process.env).checkTimeoutMs);
+	const filter = drain.addServer(server, readiness);
 	attached.add(filter);
-	if (options.readinessChecks !== undefined) {
-		const settings = workerSettingsFromEnv(process.env);
-		installReadiness(server as Server, settings.readinessPath, new Readiness(options.readinessChecks, settings.checkTimeoutMs), () => drain.phaseName === 'serving');
-	}
 
 	const handle: GracefulHandle = {
 		onShutdown(hook) {
@@ -317,7 +314,7 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 		},
 		detach() {
 			if (attached.delete(filter)) {
-				detachedRequests += filter.requests ?? 0;
+				detachedRequests += filter.requests;
 			}
 
 			drain.removeServer(filter);

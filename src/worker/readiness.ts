@@ -10,11 +10,11 @@
  * running them. The liveness probe never runs them: a database outage must not
  * make every pod restart.
  *
- * It sits in front of the request filter's `emit` (installed after it), and
- * only on servers that have checks: the others pay nothing.
+ * The filters call it (`FilterOptions.readiness`) when they answer the
+ * readiness path while serving, HTTP/1.1 (request-filter.ts) and HTTP/2
+ * (http2-filter.ts) alike, so an `allowHTTP1` server gives one answer whatever
+ * the protocol of the probe. Servers without checks pay nothing.
  */
-import type {IncomingMessage, Server, ServerResponse} from 'node:http';
-import {DRAINING_BODY, isPath, READY_BODY} from './request-filter.js';
 
 /** Passes unless it throws, rejects, returns `false` or takes longer than `--check-timeout`. */
 export type ReadinessCheck = () => unknown;
@@ -25,7 +25,6 @@ export interface ReadinessResult {
 	/** `name: why`, one per failing check, in the order given. */
 	readonly failures: readonly string[];
 }
-
 
 async function runOne(name: string, check: ReadinessCheck, timeoutMs: number): Promise<string | undefined> {
 	let timer: NodeJS.Timeout | undefined;
@@ -60,6 +59,15 @@ export class Readiness {
 		}
 	}
 
+	/**
+	 * For a readiness probe: undefined when every check passed, otherwise the
+	 * 503's body, one `name: why` line per failing check.
+	 */
+	async probe(): Promise<Buffer | undefined> {
+		const {ok, failures} = await this.run();
+		return ok ? undefined : Buffer.from(`${failures.join('\n')}\n`);
+	}
+
 	/** Runs every check, or joins the run in progress. */
 	async run(): Promise<ReadinessResult> {
 		this.running ??= (async () => {
@@ -73,49 +81,4 @@ export class Readiness {
 		})();
 		return this.running;
 	}
-}
-
-function answer(response: ServerResponse, status: number, body: Buffer, close: boolean): void {
-	if (response.writableEnded || response.destroyed) {
-		return;
-	}
-
-	response.writeHead(status, {
-		'Content-Type': 'text/plain; charset=utf-8',
-		'Content-Length': body.length,
-		'Cache-Control': 'no-store',
-		...(close ? {Connection: 'close'} : {}),
-	});
-	response.end(body);
-}
-
-/**
- * Puts the checks in front of `server`'s readiness path. `serving()` false (a
- * drain, a retire): the request goes on to the filter, which answers at once.
- */
-export function installReadiness(server: Server, path: string, readiness: Readiness, serving: () => boolean): void {
-	if (path === '') {
-		return;
-	}
-
-	const next = server.emit;
-	// eslint-disable-next-line func-names
-	server.emit = function (this: Server, event: string | symbol, request?: unknown, response?: unknown): boolean {
-		if (event === 'request' && serving() && isPath((request as IncomingMessage).url ?? '', path)) {
-			void readiness.run().then(result => {
-				if (!serving()) {
-					// The drain began while the checks ran.
-					answer(response as ServerResponse, 503, DRAINING_BODY, true);
-				} else if (result.ok) {
-					answer(response as ServerResponse, 200, READY_BODY, false);
-				} else {
-					answer(response as ServerResponse, 503, Buffer.from(`${result.failures.join('\n')}\n`), false);
-				}
-			});
-			return true;
-		}
-
-		// eslint-disable-next-line prefer-rest-params
-		return Reflect.apply(next, this, arguments) as boolean;
-	} as Server['emit'];
 }

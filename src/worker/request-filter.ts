@@ -17,9 +17,10 @@
  * and are tracked there; event streams are found among the responses in flight
  * at drain time (`sortLongLived`), by their `Content-Type`.
  */
-import type {IncomingMessage, Server, ServerResponse} from 'node:http';
+import type {IncomingHttpHeaders, IncomingMessage, Server, ServerResponse} from 'node:http';
 import net from 'node:net';
 import {CLOSE_CODES, Mode, type DrainReason, type LongLivedClosed, type ServerFilter} from './filter.js';
+import type {Readiness} from './readiness.js';
 import type {Socket} from 'node:net';
 
 export {Mode} from './filter.js';
@@ -28,6 +29,11 @@ export interface FilterOptions {
 	readonly retryAfterSeconds: number;
 	readonly readinessPath: string;
 	readonly livenessPath: string;
+	/**
+	 * The app's readiness checks (`attach(server, {readinessChecks})`), run when
+	 * the readiness path is asked while serving; absent: answered at once.
+	 */
+	readonly readiness?: Readiness | undefined;
 	/** Called when a request is rejected; for logging. Not called per request unless set. */
 	readonly onReject?: ((request: IncomingMessage) => void) | undefined;
 	/** Called when the last in-flight request of this server finishes during a drain. */
@@ -45,7 +51,8 @@ const QUESTION_MARK = 63;
  * it is destroyed. It does not hold the drain (the timer is unref'd).
  */
 export const UPGRADE_CLOSE_WAIT_MS = 2000;
-const EVENT_STREAM = /^\s*text\/event-stream/i;
+/** A `Content-Type` that makes a response an event stream. */
+export const EVENT_STREAM = /^\s*text\/event-stream/i;
 const EVENT_STREAM_HEADER = /\r\ncontent-type:[ \t]*text\/event-stream/i;
 
 const installed = new WeakSet<Server>();
@@ -92,9 +99,19 @@ function isEventStream(response: ServerResponse): boolean {
 }
 
 /** True when the client asks for an event stream (EventSource sends `Accept: text/event-stream`). */
-function wantsEventStream(request: IncomingMessage): boolean {
-	const {accept} = request.headers;
+export function wantsEventStream(headers: IncomingHttpHeaders): boolean {
+	const {accept} = headers;
 	return accept !== undefined && accept.includes('text/event-stream');
+}
+
+/**
+ * What a new event stream gets in the reject phase, in a 200 that ends at once:
+ * a 503 would make EventSource give up for good (WHATWG: any non-200 fails the
+ * connection); a 200 stream that ends makes it reconnect after `retry`, to
+ * another pod.
+ */
+export function eventStreamRetryBody(retryAfterSeconds: number): Buffer {
+	return Buffer.from(`retry: ${retryAfterSeconds * 1000}\n\n`);
 }
 
 /** A server-to-client WebSocket close frame (unmasked): FIN + opcode 8, the code, a short reason. */
@@ -166,10 +183,7 @@ export class RequestFilter implements ServerFilter {
 			'Content-Length', String(REJECT_BODY.length),
 			'Cache-Control', 'no-store',
 		];
-		// A new event stream in the reject phase: a 503 would make EventSource give
-		// up for good (WHATWG: any non-200 fails the connection); a 200 stream that
-		// ends at once makes it reconnect after `retry`, to another pod.
-		this.eventStreamBody = Buffer.from(`retry: ${options.retryAfterSeconds * 1000}\n\n`);
+		this.eventStreamBody = eventStreamRetryBody(options.retryAfterSeconds);
 		this.eventStreamHeaders = [
 			'Connection', 'close',
 			'Content-Type', 'text/event-stream',
@@ -374,8 +388,13 @@ export class RequestFilter implements ServerFilter {
 	private intercept(request: IncomingMessage, response: ServerResponse): boolean {
 		const url = request.url ?? '';
 		if (isPath(url, this.options.readinessPath)) {
-			const ready = this.mode === Mode.SERVING || this.mode === Mode.RETIRE;
-			this.answer(request, response, ready ? 200 : 503, ready ? READY_BODY : DRAINING_BODY);
+			const {readiness} = this.options;
+			if (readiness !== undefined && this.mode === Mode.SERVING) {
+				this.checkReadiness(request, response, readiness);
+			} else {
+				this.answerReadiness(request, response);
+			}
+
 			return true;
 		}
 
@@ -465,7 +484,7 @@ export class RequestFilter implements ServerFilter {
 	private reject(request: IncomingMessage, response: ServerResponse): void {
 		this.rejected++;
 		this.options.onReject?.(request);
-		const stream = wantsEventStream(request);
+		const stream = wantsEventStream(request.headers);
 		const body = stream ? this.eventStreamBody : REJECT_BODY;
 		response.writeHead(stream ? 200 : 503, stream ? this.eventStreamHeaders : this.rejectHeaders);
 		if (hasBody(request) && !this.expectingContinue) {
@@ -553,6 +572,30 @@ export class RequestFilter implements ServerFilter {
 		}
 
 		return true;
+	}
+
+	/** The readiness probe's answer for the mode: 200 while serving or retiring, 503 while draining. */
+	private answerReadiness(request: IncomingMessage, response: ServerResponse): void {
+		const ready = this.mode === Mode.SERVING || this.mode === Mode.RETIRE;
+		this.answer(request, response, ready ? 200 : 503, ready ? READY_BODY : DRAINING_BODY);
+	}
+
+	/**
+	 * The readiness probe while serving, with checks: 200 once they pass, 503
+	 * naming the failing ones; if the drain began meanwhile, the drain's answer.
+	 */
+	private checkReadiness(request: IncomingMessage, response: ServerResponse, readiness: Readiness): void {
+		void readiness.probe().then(failures => {
+			if (response.writableEnded || response.destroyed) {
+				return;
+			}
+
+			if (failures === undefined || this.mode !== Mode.SERVING) {
+				this.answerReadiness(request, response);
+			} else {
+				this.answer(request, response, 503, failures);
+			}
+		});
 	}
 
 	private answer(request: IncomingMessage, response: ServerResponse, status: number, body: Buffer): void {

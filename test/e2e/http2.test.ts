@@ -130,6 +130,47 @@ test.serial('https.createServer(): served over HTTP/1.1 with TLS, drained with C
 	assertCleanExit(t, app, exit.code, Date.now() - signalledAt);
 });
 
+for (const api of ['request', 'stream'] as const) {
+	test.serial(`h2c, ${api} API: an HTTP/2 event stream never holds the drain: ended cleanly when the reject phase ends, counted as long-lived, exit 0`, async t => {
+		t.timeout(40_000);
+		const app = await start(t, 'h2c', {api});
+		const client = connect(t, app.port);
+		const events = client.open('/events', {headers: {accept: 'text/event-stream'}});
+		await app.waitForLog('fixture events started');
+		const signalledAt = Date.now();
+		app.kill('SIGTERM');
+		await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests');
+		const retry = await connect(t, app.port).request('/events', {headers: {accept: 'text/event-stream'}});
+		t.like(retry, {status: 200, body: 'retry: 1000\n\n'}, 'a new event stream: reconnect later, elsewhere');
+		t.is(retry.headers['content-type'], 'text/event-stream');
+		const text = await events.ended;
+		const endedMs = Date.now() - signalledAt;
+		t.is(text, 'data: hello\n\n', 'ended cleanly, not reset');
+		t.true(endedMs >= REJECT_MS - 100 && endedMs < REJECT_MS + 1500, `ended ${endedMs} ms after SIGTERM: when the reject phase ends`);
+		const exit = await app.exited;
+		t.is(exit.code, 0, app.text());
+		t.true(Date.now() - signalledAt < REJECT_MS + 3000, 'long before the grace period');
+		t.like(app.lines.find(line => line.role === 'worker' && line.msg?.startsWith('closed the long-lived connections') === true), {streams: 1, upgrades: 0});
+		t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0, closedLongLived: 1});
+		t.deepEqual(app.lines.filter(line => line.level === 'error' || line.level === 'fatal'), [], 'no error lines');
+	});
+}
+
+test.serial('h2c: --max-requests counts HTTP/2 requests: the worker is recycled after them', async t => {
+	t.timeout(40_000);
+	const app = await start(t, 'h2c', {options: ['--max-requests', '20']});
+	const client = connect(t, app.port);
+	for (let index = 0; index < 25; index++) {
+		// eslint-disable-next-line no-await-in-loop
+		t.like(await client.request('/'), {status: 200});
+	}
+
+	const recycled = await app.waitForLog('recycling worker: a new one starts, then this one retires', {timeout: 10_000});
+	t.like(recycled, {reason: 'requests'});
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+});
+
 test.serial('h2c, SIGHUP: the retiring worker notifies its sessions at once and closes them when its linger ends; the new worker serves', async t => {
 	t.timeout(40_000);
 	const app = await start(t, 'h2c');

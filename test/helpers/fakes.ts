@@ -8,6 +8,7 @@ import type {Clock, Timer} from '../../src/clock.js';
 import {createLogger, type Logger} from '../../src/logger.js';
 import type {ClusterEdge, ProcessEdges, WorkerHandle} from '../../src/primary/edges.js';
 import {envelope, type ToPrimary} from '../../src/protocol.js';
+import {Readiness} from '../../src/worker/readiness.js';
 
 interface Pending {
 	at: number;
@@ -216,4 +217,16 @@ export function captureLogger(role: 'primary' | 'worker' = 'primary'): {logger: 
 	};
 	const logger = createLogger({role, level: 'trace', destination});
 	return {logger, lines, messages: () => lines.map(line => line.msg)};
+}
+
+/** Readiness with one check, `db`, that passes while `ok` and counts its `runs`. */
+export function switchableCheck(): {readiness: Readiness; ok: boolean; runs: number} {
+	const state = {ok: true, runs: 0};
+	const readiness = new Readiness({
+		db() {
+			state.runs++;
+			return state.ok;
+		},
+	}, 1000);
+	return Object.assign(state, {readiness});
 }

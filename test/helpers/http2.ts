@@ -6,7 +6,7 @@
 import {execFileSync} from 'node:child_process';
 import {once} from 'node:events';
 import {mkdtempSync, readFileSync, rmSync} from 'node:fs';
-import http2, {type ClientHttp2Session, type IncomingHttpHeaders} from 'node:http2';
+import http2, {type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders} from 'node:http2';
 import os from 'node:os';
 import path from 'node:path';
 import type {ExecutionContext} from 'ava';
@@ -47,14 +47,27 @@ export interface H2Response {
 	readonly body: string;
 }
 
+/** A stream opened by `H2Client.open()`, its body collected as it arrives. */
+export interface H2Stream {
+	readonly stream: ClientHttp2Stream;
+	/** Resolves with the response's status and headers; rejects on a stream error. */
+	readonly response: Promise<{status: number; headers: IncomingHttpHeaders}>;
+	/** The body received so far. */
+	text(): string;
+	/** Resolves with the whole body once the stream ended; rejects on a stream error. */
+	readonly ended: Promise<string>;
+}
+
 /** A client session, with the GOAWAYs it got and when it closed. */
 export interface H2Client {
 	readonly session: ClientHttp2Session;
 	readonly goaways: Goaway[];
 	/** Resolves with `Date.now()` when the session has closed. */
 	readonly closed: Promise<number>;
-	/** One GET (or `method`) on this session. */
-	request(path: string, options?: {method?: string; body?: string}): Promise<H2Response>;
+	/** Opens a stream; `endStream: false` leaves the request body to the caller. */
+	open(path: string, options?: {method?: string; headers?: OutgoingHttpHeaders; endStream?: boolean}): H2Stream;
+	/** One GET (or `method`) on this session, with `headers` added. */
+	request(path: string, options?: {method?: string; body?: string; headers?: OutgoingHttpHeaders}): Promise<H2Response>;
 	/** Resolves with the `count`-th GOAWAY (1 = the first). */
 	goaway(count?: number): Promise<Goaway>;
 	close(): void;
@@ -79,24 +92,29 @@ export function connect(t: ExecutionContext, port: number, ca?: Buffer): H2Clien
 		session,
 		goaways,
 		closed,
-		async request(requestPath, {method = 'GET', body} = {}) {
-			const stream = session.request({':path': requestPath, ':method': method}, {endStream: body === undefined});
-			if (body !== undefined) {
-				stream.end(body);
-			}
-
+		open(requestPath, {method = 'GET', headers: extra = {}, endStream = true} = {}) {
+			const stream = session.request({...extra, ':path': requestPath, ':method': method}, {endStream});
 			stream.setEncoding('utf8');
 			let text = '';
 			stream.on('data', (chunk: string) => {
 				text += chunk;
 			});
 			// Both listened for at once: a short response's 'end' can follow 'response' in the same tick.
-			const ended = once(stream, 'end');
-			// An error rejects both; the 'response' one reports it.
+			const response = once(stream, 'response').then(([headers]) => ({status: Number((headers as IncomingHttpHeaders)[':status']), headers: headers as IncomingHttpHeaders}));
+			const ended = once(stream, 'end').then(() => text);
+			// An error rejects both, reported to whoever awaits them.
+			response.catch(() => undefined);
 			ended.catch(() => undefined);
-			const [headers] = await once(stream, 'response') as [IncomingHttpHeaders];
-			await ended;
-			return {status: Number(headers[':status']), headers, body: text};
+			return {stream, response, ended, text: () => text};
+		},
+		async request(requestPath, {method = 'GET', body, headers: extra = {}} = {}) {
+			const opened = this.open(requestPath, {method, headers: extra, endStream: body === undefined});
+			if (body !== undefined) {
+				opened.stream.end(body);
+			}
+
+			const {status, headers} = await opened.response;
+			return {status, headers, body: await opened.ended};
 		},
 		async goaway(count = 1) {
 			while (goaways.length < count) {

@@ -10,9 +10,11 @@ import tls from 'node:tls';
 import got from 'got';
 import {drainableKind} from '../../src/worker/filter.js';
 import {Http2Filter, SHUTDOWN_NOTICE_MS, type Http2AnyServer, type RejectedStream} from '../../src/worker/http2-filter.js';
+import type {Readiness} from '../../src/worker/readiness.js';
 import {Mode} from '../../src/worker/request-filter.js';
 import {attach} from '../../src/worker/index.js';
-import {connect, makeCertificate, MAX_STREAM_ID, type TestCertificate} from '../helpers/http2.js';
+import {switchableCheck} from '../helpers/fakes.js';
+import {connect, makeCertificate, MAX_STREAM_ID, type H2Client, type TestCertificate} from '../helpers/http2.js';
 
 type Api = 'request' | 'stream';
 
@@ -32,11 +34,19 @@ interface Rig {
 	warnings: Error[];
 }
 
+/** Each rig's warnings: one process listener for all the rigs of this file, which run at once. */
+const warningSinks = new Set<Error[]>();
+process.on('warning', warning => {
+	for (const sink of warningSinks) {
+		sink.push(warning);
+	}
+});
+
 /**
  * An app answering `app` at once and holding /hold* until released, on the
  * compatibility API or on raw streams, behind an Http2Filter.
  */
-async function rig(t: ExecutionContext, {api = 'request', tlsCert, allowHTTP1 = false}: {api?: Api; tlsCert?: TestCertificate; allowHTTP1?: boolean} = {}): Promise<Rig> {
+async function rig(t: ExecutionContext, {api = 'request', tlsCert, allowHTTP1 = false, readiness}: {api?: Api; tlsCert?: TestCertificate; allowHTTP1?: boolean; readiness?: Readiness} = {}): Promise<Rig> {
 	const seen: string[] = [];
 	const holding = new Map<string, () => void>();
 	const waiting = new Map<string, () => void>();
@@ -51,6 +61,22 @@ async function rig(t: ExecutionContext, {api = 'request', tlsCert, allowHTTP1 = 
 			seen.push(request.url);
 			if (request.url.startsWith('/hold')) {
 				hold(request.url, () => response.end('released'));
+				return;
+			}
+
+			if (request.url === '/events') {
+				response.writeHead(200, {'content-type': 'text/event-stream'});
+				response.write('data: hello\n\n');
+				return;
+			}
+
+			if (request.url === '/echo') {
+				let body = '';
+				request.setEncoding('utf8');
+				request.on('data', (chunk: string) => {
+					body += chunk;
+				});
+				request.on('end', () => response.end(`echo ${body}`));
 				return;
 			}
 
@@ -69,22 +95,26 @@ async function rig(t: ExecutionContext, {api = 'request', tlsCert, allowHTTP1 = 
 				return;
 			}
 
+			if (path === '/events') {
+				// Header names in any case on the stream API.
+				stream.respond({':status': 200, 'Content-Type': 'text/event-stream'});
+				stream.write('data: hello\n\n');
+				return;
+			}
+
 			stream.respond({':status': 200});
 			stream.end('app');
 		});
 	}
 
 	const warnings: Error[] = [];
-	const onWarning = (warning: Error): void => {
-		warnings.push(warning);
-	};
-
-	process.on('warning', onWarning);
+	warningSinks.add(warnings);
 	const state = {rejectedStreams: [] as RejectedStream[], rejectedHttp1: [] as string[], idleCalls: 0};
 	const filter = new Http2Filter(server, {
 		retryAfterSeconds: 7,
 		readinessPath: '/readyz',
 		livenessPath: '/livez',
+		readiness,
 		onReject: request => state.rejectedHttp1.push(request.url!),
 		onRejectStream: stream => state.rejectedStreams.push(stream),
 		onIdle() {
@@ -94,7 +124,7 @@ async function rig(t: ExecutionContext, {api = 'request', tlsCert, allowHTTP1 = 
 	server.listen(0, '127.0.0.1');
 	await once(server, 'listening');
 	t.teardown(() => {
-		process.off('warning', onWarning);
+		warningSinks.delete(warnings);
 		filter.closeConnections();
 		server.close();
 	});
@@ -308,4 +338,133 @@ test('the final GOAWAY follows the notice SHUTDOWN_NOTICE_MS later; a stream rac
 	t.regex(String(error?.message), /REFUSED_STREAM/);
 	t.deepEqual(r.seen, ['/']);
 	await client.closed;
+});
+
+/** Opens `path` as an event stream (`accept: text/event-stream`) and resolves with its status once the first event arrived. */
+async function openEvents(client: H2Client, path = '/events') {
+	const events = client.open(path, {headers: {accept: 'text/event-stream'}});
+	const {status} = await events.response;
+	if (events.text() === '') {
+		await once(events.stream, 'data');
+	}
+
+	return {status, ended: events.ended};
+}
+
+for (const api of ['request', 'stream'] as const) {
+	test(`${api} API: an HTTP/2 event stream is sorted out of inflight at drain time, counted in streams, ended cleanly by closeLongLived; its session then closes`, async t => {
+		const r = await rig(t, {api});
+		const client = connect(t, r.port);
+		const events = await openEvents(client);
+		t.is(events.status, 200);
+		t.is(r.filter.inflight, 1, 'while serving, nothing is sorted: a stream in flight');
+		r.filter.setMode(Mode.DRAIN_SERVE);
+		r.filter.sortLongLived();
+		t.is(r.filter.inflight, 0, 'the event stream never holds the drain');
+		t.is(r.filter.streams, 1);
+		r.filter.setMode(Mode.REJECT);
+		r.filter.stopAccepting(false);
+		t.deepEqual(r.filter.closeLongLived('shutdown'), {upgrades: 0, streams: 1});
+		t.is(await events.ended, 'data: hello\n\n', 'a clean end (END_STREAM), not a reset');
+		await client.closed;
+		t.is(r.filter.streams, 0);
+		t.is(r.filter.served, 0, 'an event stream is not a served request');
+		t.is(r.idleCalls, 0, 'its close is not counted as a request finishing');
+	});
+}
+
+test('reject phase: a new HTTP/2 event stream gets a 200 with retry: and an end (EventSource reconnects), not a 503', async t => {
+	const r = await rig(t);
+	r.filter.setMode(Mode.REJECT);
+	const response = await connect(t, r.port).request('/events', {headers: {accept: 'text/event-stream'}});
+	t.is(response.status, 200);
+	t.is(response.headers['content-type'], 'text/event-stream');
+	t.is(response.headers['cache-control'], 'no-store');
+	t.is(response.headers['connection'], undefined);
+	t.is(response.body, 'retry: 7000\n\n');
+	t.is(r.filter.rejected, 1);
+	t.deepEqual(r.seen, []);
+});
+
+/** A POST with `expect: 100-continue` that sends its body only after the 100; resolves with the answer and whether a 100 came. */
+async function expectContinue(client: H2Client, path = '/echo') {
+	const {stream, response, ended} = client.open(path, {method: 'POST', headers: {expect: '100-continue'}, endStream: false});
+	let continued = false;
+	stream.on('continue', () => {
+		continued = true;
+		stream.end('payload');
+	});
+	const {status} = await response;
+	if (!continued) {
+		stream.close();
+	}
+
+	return {status, body: await ended, continued};
+}
+
+test('Expect: 100-continue on HTTP/2: serving, the 100 then the app; with the app\'s own checkContinue listener, the app decides; rejecting, the 503 without a 100', async t => {
+	const r = await rig(t);
+	const client = connect(t, r.port);
+	t.like(await expectContinue(client), {status: 200, body: 'echo payload', continued: true});
+	t.deepEqual(r.seen, ['/echo']);
+
+	const asked: string[] = [];
+	const own = (request: Http2ServerRequest, response: Http2ServerResponse): void => {
+		asked.push(request.url);
+		response.writeContinue();
+		r.server.emit('request', request, response);
+	};
+
+	r.server.on('checkContinue', own);
+	t.like(await expectContinue(client), {status: 200, body: 'echo payload', continued: true});
+	t.deepEqual(asked, ['/echo']);
+	r.server.off('checkContinue', own);
+
+	r.filter.setMode(Mode.REJECT);
+	t.like(await expectContinue(connect(t, r.port)), {status: 503, continued: false});
+	t.is(r.filter.rejected, 1);
+	t.deepEqual(r.seen, ['/echo', '/echo'], 'the rejected one never reached the app');
+	t.is(r.filter.requests, 2);
+});
+
+test('TLS with allowHTTP1: Expect: 100-continue works over HTTP/1.1 too; requests counts HTTP/2 streams and HTTP/1.1 requests, probes and rejects not', async t => {
+	const cert = makeCertificate(t);
+	const r = await rig(t, {tlsCert: cert, allowHTTP1: true});
+	const h1 = got.extend({retry: {limit: 0}, throwHttpErrors: false, timeout: {request: 5000}, https: {certificateAuthority: cert.cert}, agent: {https: new https.Agent({keepAlive: false})}});
+	const base = `https://localhost:${r.port}`;
+	const h2 = connect(t, r.port, cert.cert);
+	t.like(await expectContinue(h2), {status: 200, body: 'echo payload', continued: true});
+	const continued = await h1.post(`${base}/echo`, {body: 'payload', headers: {expect: '100-continue'}});
+	t.is(continued.statusCode, 200);
+	t.is(continued.body, 'echo payload');
+	t.like(await h2.request('/'), {status: 200});
+	t.like(await h2.request('/readyz'), {status: 200});
+	t.is((await h1(`${base}/livez`)).statusCode, 200);
+	t.is((await h1(`${base}/`)).statusCode, 200);
+	t.is(r.filter.requests, 4, 'two HTTP/2 streams, two HTTP/1.1 requests');
+	r.filter.setMode(Mode.REJECT);
+	t.like(await connect(t, r.port, cert.cert).request('/'), {status: 503});
+	t.is((await h1(`${base}/`)).statusCode, 503);
+	t.is(r.filter.requests, 4);
+});
+
+test('readiness checks run for HTTP/2 probes as for HTTP/1.1 ones on the same server; a drain answers 503 at once, without them', async t => {
+	const cert = makeCertificate(t);
+	const db = switchableCheck();
+	const r = await rig(t, {tlsCert: cert, allowHTTP1: true, readiness: db.readiness});
+	const h1 = got.extend({retry: {limit: 0}, throwHttpErrors: false, timeout: {request: 5000}, https: {certificateAuthority: cert.cert}, agent: {https: new https.Agent({keepAlive: false})}});
+	const h2 = connect(t, r.port, cert.cert);
+	t.like(await h2.request('/readyz'), {status: 200, body: 'ready\n'});
+	db.ok = false;
+	t.like(await h2.request('/readyz'), {status: 503, body: 'db: returned false\n'});
+	t.like(await h2.request('/readyz', {method: 'HEAD'}), {status: 503, body: ''});
+	const overHttp1 = await h1(`https://localhost:${r.port}/readyz`);
+	t.is(overHttp1.statusCode, 503);
+	t.is(overHttp1.body, 'db: returned false\n', 'one answer whatever the protocol');
+	t.like(await h2.request('/livez'), {status: 200}, 'liveness never runs them');
+	t.is(db.runs, 4);
+	r.filter.setMode(Mode.DRAIN_SERVE);
+	t.like(await connect(t, r.port, cert.cert).request('/readyz'), {status: 503, body: 'draining\n'});
+	t.is(db.runs, 4, 'not run during a drain');
+	t.deepEqual(r.seen, []);
 });

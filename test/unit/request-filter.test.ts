@@ -10,6 +10,7 @@ import {performance} from 'node:perf_hooks';
 import {setTimeout} from 'node:timers/promises';
 import {Mode, RequestFilter, UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/request-filter.js';
 import {url} from '../../testkit/net.js';
+import {switchableCheck} from '../helpers/fakes.js';
 import {client, rawExchange, RawConnection, UPGRADE_REQUEST as UPGRADE} from '../helpers/http.js';
 
 interface Rig {
@@ -312,6 +313,29 @@ test('an empty probe path sends the probe to the app', async t => {
 	const {port} = server.address() as AddressInfo;
 	t.is((await client(url(port, '/readyz'))).body, 'app');
 	t.is(filter.inflight, 0);
+});
+
+test('readiness checks (FilterOptions.readiness): run by the readiness probe while serving, 503 naming the failing one; during a drain 503 at once, without them', async t => {
+	const server = http.createServer((_request, response) => response.end('app'));
+	const db = switchableCheck();
+	const filter = new RequestFilter(server, {retryAfterSeconds: 1, readinessPath: '/readyz', livenessPath: '/livez', readiness: db.readiness, onIdle() {}});
+	await once(server.listen(0, '127.0.0.1'), 'listening');
+	t.teardown(() => {
+		server.closeAllConnections();
+		server.close();
+	});
+	const {port} = server.address() as AddressInfo;
+	t.like(await client(url(port, '/readyz')), {statusCode: 200, body: 'ready\n'});
+	db.ok = false;
+	t.like(await client(url(port, '/readyz')), {statusCode: 503, body: 'db: returned false\n'});
+	t.like(await client(url(port, '/livez')), {statusCode: 200});
+	t.is(db.runs, 2);
+	filter.setMode(Mode.DRAIN_SERVE);
+	const draining = await client(url(port, '/readyz'));
+	t.like(draining, {statusCode: 503, body: 'draining\n'});
+	t.is(draining.headers.connection, 'close');
+	t.is(db.runs, 2);
+	t.is(filter.requests, 0, 'probes are not requests');
 });
 
 // ---------------------------------------------------------------------------
