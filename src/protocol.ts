@@ -79,6 +79,9 @@ export interface DrainedMessage {
 	readonly closedLongLived: number;
 }
 
+/** What a worker's drain did, as it tells the primary in its `drained` message. */
+export type DrainSummary = Omit<DrainedMessage, 'type'>;
+
 /**
  * Worker -> primary, every second, from the worker's main event loop (the
  * bootstrap's timer, with or without `attach()`): a blocked loop stops it, which

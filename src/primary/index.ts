@@ -182,8 +182,8 @@ export class Primary {
 				this.resolve(this.state.code);
 			}
 		});
-		// At once, before anything is logged or forked: a SIGTERM during start-up
-		// must drain (here: end an empty cluster with 0), not kill the primary.
+		// Before anything is forked: a SIGTERM during start-up (held by cli.ts until
+		// now) must drain (here: end an empty cluster with 0), not kill the primary.
 		for (const signal of HANDLED_SIGNALS) {
 			edges.onSignal(signal, this.onSignal);
 		}

@@ -15,6 +15,7 @@
  */
 import type {LastLines} from './output.js';
 import type {WorkerHandle} from './edges.js';
+import type {DrainSummary} from '../protocol.js';
 
 /** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
 export type Role = 'member' | 'candidate';
@@ -38,13 +39,6 @@ export interface WorkerHealth {
 	readonly loopDelayMs: number;
 	readonly requests: number;
 	readonly inflight: number;
-}
-
-export interface DrainSummary {
-	readonly served: number;
-	readonly rejected: number;
-	readonly durationMs: number;
-	readonly closedLongLived: number;
 }
 
 /** Where a running worker stands: what it is to the fleet, and whether the app attached. */

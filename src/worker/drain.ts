@@ -26,6 +26,7 @@ import {systemClock, TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {WorkerSettings} from '../settings.js';
 import type {Timeline} from '../timeline.js';
+import type {DrainSummary} from '../protocol.js';
 import {CLOSE_CODES, drainableKind, Mode, type DrainableServer, type DrainReason, type ServerFilter} from './filter.js';
 import {Http2Filter, type Http2AnyServer, type RejectedStream} from './http2-filter.js';
 import type {Readiness} from './readiness.js';
@@ -69,13 +70,7 @@ export function modeFor(phase: PhaseName): Mode {
 	}
 }
 
-export interface DrainSummary {
-	readonly durationMs: number;
-	readonly served: number;
-	readonly rejected: number;
-	/** Upgraded connections and event streams the app left open, closed by the drain. */
-	readonly closedLongLived: number;
-}
+export type {DrainSummary} from '../protocol.js';
 
 /** What an `onDrain` listener is told, once, when the drain starts or a reload retires the worker. */
 export interface DrainNotice {
