@@ -13,7 +13,7 @@
 import {EventEmitter} from 'node:events';
 import type {Address} from 'node:cluster';
 import {pEvent} from 'p-event';
-import type {Clock} from '../clock.js';
+import {TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
@@ -66,6 +66,8 @@ type Handlers = {[K in ToPrimary['type']]: (record: WorkerRecord, message: Extra
 export class Fleet extends EventEmitter<FleetEvents> {
 	private readonly records = new Map<number, WorkerRecord>();
 	private readonly clock: Clock;
+	/** Timers of the fleet's own (coverage checks): cleared by `close()`. */
+	private readonly timers: TimerGroup;
 	private invalidLogs = 0;
 	/** Uncovered addresses already warned about: once per address, not once per restart. */
 	private readonly warnedUncovered = new Set<string>();
@@ -129,6 +131,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	constructor(private readonly options: FleetOptions, private readonly edges: ProcessEdges) {
 		super();
 		this.clock = edges.clock;
+		this.timers = new TimerGroup(edges.clock);
 		edges.cluster.setupPrimary({exec: options.script, args: options.args, execArgv: options.execArgv});
 	}
 
@@ -230,6 +233,11 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		return record.state.name === 'listening';
 	}
 
+	/** The cluster has stopped: nothing of the fleet's may fire any more. */
+	close(): void {
+		this.timers.clearAll();
+	}
+
 	/**
 	 * Resolves once every worker's stdout and stderr have ended, so the lines a
 	 * worker wrote just before it exited reach the log before the primary exits;
@@ -275,27 +283,22 @@ export class Fleet extends EventEmitter<FleetEvents> {
 
 		handle.on('listening', (address: Address) => {
 			const {state} = record;
+			if (state.name !== 'starting' && state.name !== 'listening') {
+				return;
+			}
+
 			const where = formatAddress(address);
-			if (state.name === 'listening') {
-				// A second server of the app.
-				record.state = {...state, addresses: [...state.addresses, where]};
-				this.options.logger.info({worker: record.id, workerPid: record.pid, address: where}, 'worker listening');
-				this.clock.setTimeout(() => {
-					this.warnUncovered(record);
-				}, COVERAGE_CHECK_MS);
-				return;
-			}
-
-			if (state.name !== 'starting') {
-				return;
-			}
-
-			record.state = {name: 'listening', role: state.role, attached: state.attached, addresses: [where]};
+			// The first address makes it listening; another is a second server of the app.
+			record.state = state.name === 'listening'
+				? {...state, addresses: [...state.addresses, where]}
+				: {name: 'listening', role: state.role, attached: state.attached, addresses: [where]};
 			this.options.logger.info({worker: record.id, workerPid: record.pid, address: where}, 'worker listening');
-			this.clock.setTimeout(() => {
+			this.timers.timeout(() => {
 				this.warnUncovered(record);
 			}, COVERAGE_CHECK_MS);
-			this.emit('listening', record);
+			if (state.name === 'starting') {
+				this.emit('listening', record);
+			}
 		});
 		handle.on('message', (raw: unknown) => {
 			this.onMessage(record, raw);

@@ -367,6 +367,7 @@ export class Primary {
 
 		this.resolved = true;
 		this.timers.clearAll();
+		this.fleet.close();
 		this.retireDeadlines.clearAll();
 		void this.fleet.outputFlushed(OUTPUT_FLUSH_MS).then(() => {
 			this.resolveDone(code);

@@ -78,7 +78,8 @@ export function workerStatus(record: WorkerRecord, view: ClusterView, restarts: 
 		heapUsedBytes: health?.heapUsedBytes ?? null,
 		eventLoopDelayMs: health?.loopDelayMs ?? null,
 		heartbeatAgeMs: health ? Math.round(now - health.at) : null,
-		requests: health?.requests ?? report?.served ?? null,
+		// Requests since it started, from its heartbeat (a drain report counts only the drain's).
+		requests: health?.requests ?? null,
 	};
 }
 
