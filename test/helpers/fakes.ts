@@ -5,7 +5,10 @@
  */
 import {EventEmitter} from 'node:events';
 import type {Clock, Timer} from '../../src/clock.js';
+import type {ExitCode} from '../../src/exit-codes.js';
 import {createLogger, type Logger} from '../../src/logger.js';
+import {Primary, type PrimaryOptions} from '../../src/primary/index.js';
+import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import type {ClusterEdge, ProcessEdges, WorkerHandle} from '../../src/primary/edges.js';
 import {envelope, type ToPrimary} from '../../src/protocol.js';
 import {Readiness} from '../../src/worker/readiness.js';
@@ -230,3 +233,79 @@ export function switchableCheck(): {readiness: Readiness; ok: boolean; runs: num
 	}, 1000);
 	return Object.assign(state, {readiness});
 }
+
+/** The timeline the primary's unit tests run on: a serve phase, a reject phase, a deadline. */
+export const FAKE_TIMELINE = {servePeriodMs: 1000, rejectPeriodMs: 4000, gracePeriodMs: 30_000} as const;
+
+/**
+ * A whole primary on fake workers and a fake clock, started: the rig of the
+ * primary's unit tests (drain, reload, restarts, health, metrics).
+ */
+export function fakePrimary(overrides: Partial<PrimaryOptions> = {}) {
+	const edges = fakeEdges();
+	const {logger, lines, messages} = captureLogger();
+	const sink = {write() {}};
+	const options: PrimaryOptions = {
+		script: '/app/server.js',
+		args: [],
+		workers: 2,
+		settings: {...DEFAULT_SETTINGS, ...FAKE_TIMELINE},
+		logLevel: 'info',
+		listenTimeoutMs: 10_000,
+		maxStartFailures: 3,
+		restartDelayMs: 100,
+		maxRestartDelayMs: 1000,
+		backoffResetMs: 30_000,
+		...overrides,
+	};
+	const primary = new Primary(options, {logger, stdout: sink, stderr: sink}, edges);
+	let code: ExitCode | undefined;
+	const done = primary.run().then(result => {
+		code = result;
+		return result;
+	});
+	const {clock, cluster} = edges;
+	const listened = new WeakSet<FakeWorker>();
+	return {
+		primary,
+		logger,
+		edges,
+		clock,
+		cluster,
+		lines,
+		messages,
+		done,
+		/** The exit code once settled (promises run between the test's awaits). */
+		code: () => code,
+		line: (msg: string) => lines.find(line => line.msg === msg),
+		all: (msg: string) => lines.filter(line => line.msg === msg),
+		/** Every worker forked so far and not yet listening attaches the helper and listens; returns the live ones. */
+		serveAll(): FakeWorker[] {
+			for (const worker of cluster.workers) {
+				if (worker.connected && !listened.has(worker)) {
+					listened.add(worker);
+					worker.attach().listen();
+				}
+			}
+
+			return cluster.live;
+		},
+		/** Advances time by `ms` in 1 s steps, each of `beating` sending a heartbeat first. */
+		run(ms: number, beating: readonly FakeWorker[], fields: Parameters<FakeWorker['beat']>[0] = {}) {
+			for (let spent = 0; spent < ms; spent += 1000) {
+				for (const worker of beating) {
+					if (worker.connected) {
+						worker.beat(fields);
+					}
+				}
+
+				clock.advance(Math.min(1000, ms - spent));
+			}
+		},
+	};
+}
+
+/** Lets pending promise callbacks and I/O callbacks run. */
+export const flush = async (): Promise<void> => new Promise(resolve => {
+	setImmediate(resolve);
+});

@@ -3,7 +3,7 @@
 import test from 'ava';
 import {ExitCode} from '../../src/exit-codes.js';
 import {Fleet} from '../../src/primary/fleet.js';
-import {Primary, RETIRE_LINGER_MS, type PrimaryOptions} from '../../src/primary/index.js';
+import {RETIRE_LINGER_MS, type PrimaryOptions} from '../../src/primary/index.js';
 import {MEMORY_BEATS, Recycler, RETRY_AFTER_MS} from '../../src/primary/recycle.js';
 import {findStack} from '../../src/primary/watchdog.js';
 import {Replacer} from '../../src/primary/reload.js';
@@ -15,77 +15,20 @@ import {captureAfter, heartbeatOptionsFromEnv} from '../../src/worker/heartbeat.
 import {parseArgs, parseSize} from '../../src/args.js';
 import {UsageError} from '../../src/errors.js';
 import {ROOT} from '../helpers/cluster.js';
-import {captureLogger, fakeEdges, type FakeWorker} from '../helpers/fakes.js';
+import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush, type FakeWorker} from '../helpers/fakes.js';
 
-const TIMELINE = {servePeriodMs: 1000, rejectPeriodMs: 4000, gracePeriodMs: 30_000};
+const TIMELINE = FAKE_TIMELINE;
 const TIMEOUT = 5000;
 
-function primary(overrides: Partial<PrimaryOptions> = {}) {
-	const edges = fakeEdges();
-	const {logger, lines} = captureLogger();
-	const sink = {write() {}};
-	const options: PrimaryOptions = {
-		script: '/app/server.js',
-		args: [],
-		workers: 2,
-		settings: {...DEFAULT_SETTINGS, ...TIMELINE},
-		logLevel: 'info',
-		listenTimeoutMs: 10_000,
-		maxStartFailures: 3,
-		restartDelayMs: 100,
-		maxRestartDelayMs: 1000,
-		backoffResetMs: 30_000,
-		workerTimeoutMs: TIMEOUT,
-		...overrides,
-	};
-	const p = new Primary(options, {logger, stdout: sink, stderr: sink}, edges);
-	const done = p.run();
-	const {clock, cluster} = edges;
-	return {
+const primary = (overrides: Partial<PrimaryOptions> = {}) => {
+	const p = fakePrimary({workerTimeoutMs: TIMEOUT, ...overrides});
+	return Object.assign(p, {
 		/** The fleet's records, as metrics will read them. */
-		records: () => (p as unknown as {fleet: Fleet}).fleet.alive,
-		edges,
-		clock,
-		cluster,
-		lines,
-		done,
-		line: (msg: string) => lines.find(line => line.msg === msg),
-		all: (msg: string) => lines.filter(line => line.msg === msg),
-		serveAll(): FakeWorker[] {
-			for (const worker of cluster.workers) {
-				if (worker.listenerCount('listening') > 0 && worker.connected && !worker.listened) {
-					worker.listened = true;
-					worker.attach().listen();
-				}
-			}
-
-			return cluster.live;
-		},
-		/** Advances time by `ms` in 1 s steps, each of `beating` sending a heartbeat first. */
-		run(ms: number, beating: readonly FakeWorker[], fields: Parameters<FakeWorker['beat']>[0] = {}) {
-			for (let spent = 0; spent < ms; spent += 1000) {
-				for (const worker of beating) {
-					if (worker.connected) {
-						worker.beat(fields);
-					}
-				}
-
-				clock.advance(Math.min(1000, ms - spent));
-			}
-		},
-	};
-}
-
-declare module '../helpers/fakes.js' {
-	interface FakeWorker {
-		listened?: boolean;
-	}
-}
+		records: () => (p.primary as unknown as {fleet: Fleet}).fleet.alive,
+	});
+};
 
 const HUNG = 'worker hung: its event loop was silent longer than --worker-timeout; killing it';
-const flush = async () => new Promise(resolve => {
-	setImmediate(resolve);
-});
 
 test('protocol: a heartbeat is ours with non-negative integer fields; a negative count is invalid', t => {
 	const beat: ToPrimary = {type: 'heartbeat', rssBytes: 50_000_000, heapUsedBytes: 9_000_000, loopDelayMs: 12, requests: 3, inflight: 1};

@@ -5,60 +5,10 @@ import {ExitCode} from '../../src/exit-codes.js';
 import {Primary, RETIRE_LINGER_MS, type PrimaryOptions} from '../../src/primary/index.js';
 import {exitReason} from '../../src/primary/worker-record.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
-import {captureLogger, fakeEdges, type FakeWorker} from '../helpers/fakes.js';
+import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush} from '../helpers/fakes.js';
 
-const TIMELINE = {servePeriodMs: 1000, rejectPeriodMs: 4000, gracePeriodMs: 30_000};
-
-function primary(overrides: Partial<PrimaryOptions> = {}) {
-	const edges = fakeEdges();
-	const {logger, lines, messages} = captureLogger();
-	const sink = {write() {}};
-	const options: PrimaryOptions = {
-		script: '/app/server.js',
-		args: [],
-		workers: 2,
-		settings: {...DEFAULT_SETTINGS, ...TIMELINE},
-		logLevel: 'info',
-		listenTimeoutMs: 10_000,
-		maxStartFailures: 3,
-		restartDelayMs: 100,
-		maxRestartDelayMs: 1000,
-		backoffResetMs: 30_000,
-		...overrides,
-	};
-	const p = new Primary(options, {logger, stdout: sink, stderr: sink}, edges);
-	let code: ExitCode | undefined;
-	const done = p.run().then(result => {
-		code = result;
-		return result;
-	});
-	const {clock, cluster} = edges;
-	return {
-		edges,
-		clock,
-		cluster,
-		lines,
-		messages,
-		done,
-		/** The exit code once settled (promises run between the test's awaits). */
-		code: () => code,
-		line: (msg: string) => lines.find(line => line.msg === msg),
-		/** Every forked worker so far listens with the helper attached. */
-		serveAll(): FakeWorker[] {
-			for (const worker of cluster.workers) {
-				if (worker.listenerCount('listening') > 0 && worker.connected) {
-					worker.attach().listen();
-				}
-			}
-
-			return cluster.live;
-		},
-	};
-}
-
-const flush = async () => new Promise(resolve => {
-	setImmediate(resolve);
-});
+const TIMELINE = FAKE_TIMELINE;
+const primary = fakePrimary;
 
 test('drain: every worker drains and exits -> exit 0, summary "clean"', async t => {
 	const p = primary();
