@@ -171,9 +171,8 @@ export class ProcessDrain {
 		return total;
 	}
 
-	/** Event streams still open (sorted out of the requests in flight first). */
+	/** Event streams still open, among those sorted out of the requests in flight at drain time. */
 	get streams(): number {
-		this.sortLongLived();
 		let total = 0;
 		for (const filter of this.filters) {
 			total += filter.streams;
@@ -355,6 +354,7 @@ export class ProcessDrain {
 		this.startedAt = phase.startedAt;
 		this.longLivedClose = {reason: 'reload', at: phase.startedAt + lingerMs};
 		this.enter(phase);
+		this.sortLongLived();
 		this.logger.info({inflight: this.inflight, upgrades: this.upgrades, streams: this.streams, lingerMs}, 'retiring: replaced by a new worker');
 		this.timers.timeout(() => {
 			phase.lingering = false;

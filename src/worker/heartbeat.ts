@@ -15,9 +15,7 @@
  * before the primary kills the process: `--report-on-signal` does not fire
  * while the loop is blocked (RESEARCH-2.md section 4b).
  */
-import inspector from 'node:inspector';
 import {monitorEventLoopDelay} from 'node:perf_hooks';
-import {Worker} from 'node:worker_threads';
 import {parseDuration} from '../duration.js';
 import type {Logger} from '../logger.js';
 import type {WorkerChannel} from './channel.js';
@@ -83,7 +81,11 @@ export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: 
 function startWatchdogThread(workerTimeoutMs: number, workerId: number, logger: Logger): Int32Array | undefined {
 	// Under a debugger the loop stops at every breakpoint; a capture would pause
 	// it again and a second session would fight the developer's.
-	if (inspector.url() !== undefined) {
+	// Loaded here, not at the top: only `--hung-stack on` needs them, and the
+	// bootstrap runs before every worker's first line.
+	const {url} = process.getBuiltinModule('node:inspector');
+	const {Worker} = process.getBuiltinModule('node:worker_threads');
+	if (url() !== undefined) {
 		logger.info('a debugger is attached: no stack capture for a blocked event loop');
 		return undefined;
 	}

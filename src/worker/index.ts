@@ -8,7 +8,6 @@
  * with the same timeline read from `GRACEFUL_CLUSTER_*`.
  */
 import net from 'node:net';
-import tls from 'node:tls';
 import {performance} from 'node:perf_hooks';
 import {createLogger, logLevelFromEnv, type Logger} from '../logger.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
@@ -253,7 +252,8 @@ function describe(value: unknown): string {
 	}
 
 	if (value instanceof net.Server) {
-		return `a ${value instanceof tls.Server ? 'tls' : 'net'}.Server, which is not an HTTP server`;
+		// node:tls only on this error path: importing it would slow every worker's start.
+		return `a ${value instanceof process.getBuiltinModule('node:tls').Server ? 'tls' : 'net'}.Server, which is not an HTTP server`;
 	}
 
 	return typeof value === 'object' ? `an object (${value.constructor?.name ?? 'no prototype'})` : `a ${typeof value}`;

@@ -4,34 +4,12 @@ import path from 'node:path';
 import {parseArgs} from '../../src/args.js';
 import {UsageError} from '../../src/errors.js';
 import {ExitCode} from '../../src/exit-codes.js';
+import {parseOptions} from '../helpers/args.js';
 import {ROOT} from '../helpers/cluster.js';
 
 const script = 'examples/hello/server.js';
 
-function run(argv: string[], env: Record<string, string> = {}) {
-	const saved = {...process.env};
-	for (const key of Object.keys(process.env)) {
-		if (key.startsWith('GRACEFUL_CLUSTER_')) {
-			delete process.env[key];
-		}
-	}
-
-	Object.assign(process.env, env);
-	try {
-		const result = parseArgs(argv, ROOT);
-		if (result.kind !== 'run') {
-			throw new Error('expected options');
-		}
-
-		return result.options;
-	} finally {
-		for (const key of Object.keys(env)) {
-			delete process.env[key];
-		}
-
-		Object.assign(process.env, saved);
-	}
-}
+const run = parseOptions;
 
 function usageError(t: import('ava').ExecutionContext, argv: string[], pattern: RegExp, env: Record<string, string> = {}) {
 	const error = t.throws(() => run(argv, env), {instanceOf: UsageError});

@@ -12,9 +12,9 @@ import {TimerGroup} from '../../src/clock.js';
 import {HUNG_STACK_MESSAGE, parseMessage, envelope, type ToPrimary} from '../../src/protocol.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import {captureAfter, heartbeatOptionsFromEnv} from '../../src/worker/heartbeat.js';
-import {parseArgs, parseSize} from '../../src/args.js';
+import {parseSize} from '../../src/args.js';
 import {UsageError} from '../../src/errors.js';
-import {ROOT} from '../helpers/cluster.js';
+import {parseOptions} from '../helpers/args.js';
 import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush, type FakeWorker} from '../helpers/fakes.js';
 
 const TIMELINE = FAKE_TIMELINE;
@@ -259,22 +259,7 @@ test('recycle: each worker draws its own limit in max-requests + 0..jitter', t =
 	t.deepEqual(fleet.alive.map(record => recycler.limitOf(record)), [1000, 1100, 1050]);
 });
 
-function parse(argv: string[], env: Record<string, string> = {}) {
-	Object.assign(process.env, env);
-	try {
-		const result = parseArgs([...argv, 'examples/hello/server.js'], ROOT);
-		if (result.kind !== 'run') {
-			throw new Error('expected options');
-		}
-
-		return result.options;
-	} finally {
-		// Deleted, not replaced: yargs keeps the process.env object it first saw.
-		for (const key of Object.keys(env)) {
-			delete process.env[key];
-		}
-	}
-}
+const parse = (argv: string[], env: Record<string, string> = {}) => parseOptions([...argv, 'examples/hello/server.js'], env);
 
 test('options: defaults, flags, GRACEFUL_CLUSTER_* variables, and what each refuses', t => {
 	t.like(parse([]), {workerTimeoutMs: 30_000, hungStack: false, maxMemoryBytes: 0, maxRequests: 0, maxRequestsJitter: 0});
