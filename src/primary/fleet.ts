@@ -18,7 +18,7 @@ import type {Logger} from '../logger.js';
 import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
-import {uncovered, type KillReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
+import {isPlaced, uncovered, type KillReason, type ReplaceReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
 
 export interface FleetOptions {
 	readonly script: string;
@@ -78,7 +78,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	private readonly handlers: Handlers = {
 		attached(record) {
 			const {state} = record;
-			if (state.name === 'starting' || state.name === 'listening' || state.name === 'retiring') {
+			if (isPlaced(state)) {
 				record.state = {...state, attached: true};
 			}
 		},
@@ -93,9 +93,9 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			const summary = {served: message.served, rejected: message.rejected};
 			// The long-lived connections were closed as the requests' wait began.
 			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, closedLongLived: 0};
-			if (state.name === 'starting' || state.name === 'listening' || state.name === 'retiring') {
+			if (isPlaced(state)) {
 				record.state = {name: 'hooks', summary, from: state};
-			} else if (state.name === 'gone' && (state.last.name === 'starting' || state.last.name === 'listening' || state.last.name === 'retiring')) {
+			} else if (state.name === 'gone' && isPlaced(state.last)) {
 				// Read after the exit: it still counts (see worker-record.ts).
 				record.state = {...state, last: {name: 'hooks', summary, from: state.last}};
 			}
@@ -106,7 +106,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			const {state} = record;
 			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs, closedLongLived: message.closedLongLived};
 			record.report = {inflight: 0, served: message.served, rejected: message.rejected, upgrades: 0, streams: 0, closedLongLived: message.closedLongLived};
-			if (state.name === 'starting' || state.name === 'listening' || state.name === 'retiring') {
+			if (isPlaced(state)) {
 				record.state = {name: 'drained', summary, from: state};
 			} else if (state.name === 'hooks') {
 				record.state = {name: 'drained', summary, from: state.from};
@@ -210,7 +210,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	 * Replaced by a reload: a worker with the helper leaves on its own after the
 	 * linger; one without is disconnected.
 	 */
-	retire(record: WorkerRecord, lingerMs: number, reason: Extract<StartReason, 'memory' | 'requests' | 'reload'> = 'reload'): void {
+	retire(record: WorkerRecord, lingerMs: number, reason: ReplaceReason = 'reload'): void {
 		const {state} = record;
 		if (state.name !== 'starting' && state.name !== 'listening') {
 			return;

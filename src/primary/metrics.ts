@@ -86,8 +86,8 @@ export class ClusterMetrics {
 		gauge('workers', function () {
 			const counts = Object.fromEntries(WORKER_STATES.map(state => [state, 0])) as Record<string, number>;
 			for (const record of self.fleet.alive) {
-				const state = record.state.name === 'gone' ? 'killed' : record.state.name;
-				counts[state] = (counts[state] ?? 0) + 1;
+				// fleet.alive holds no worker that is gone.
+				counts[record.state.name] = (counts[record.state.name] ?? 0) + 1;
 			}
 
 			for (const [state, count] of Object.entries(counts)) {

@@ -16,9 +16,9 @@ import type {TimerGroup} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {Fleet} from './fleet.js';
 import type {Supervisor} from './supervisor.js';
-import {isGone, isServingMember, killReason, type StartReason, type WorkerRecord} from './worker-record.js';
+import {isGone, isServingMember, killReason, type ReplaceReason, type WorkerRecord} from './worker-record.js';
 
-export type ReplaceReason = Extract<StartReason, 'memory' | 'requests' | 'reload'>;
+export type {ReplaceReason} from './worker-record.js';
 
 export interface ReplacerOptions {
 	readonly fleet: Fleet;

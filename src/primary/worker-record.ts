@@ -30,6 +30,9 @@ export type KillReason = 'listen-timeout' | 'deadline' | 'second-signal' | 'reti
  */
 export type StartReason = 'initial' | 'crash' | 'hung' | 'memory' | 'requests' | 'reload';
 
+/** Why a worker is replaced new-first (a reload, or recycling): the reason it retires for. */
+export type ReplaceReason = Extract<StartReason, 'memory' | 'requests' | 'reload'>;
+
 /** The worker's last heartbeat (protocol.ts `HeartbeatMessage`), as the primary received it. */
 export interface WorkerHealth {
 	/** `clock.now()` when it was received. */
@@ -46,7 +49,7 @@ export type PlacedState =
 	| {readonly name: 'starting'; readonly role: Role; readonly attached: boolean}
 	| {readonly name: 'listening'; readonly role: Role; readonly attached: boolean; readonly addresses: readonly string[]}
 	/** Replaced by a reload; leaving. Its exit is planned. */
-	| {readonly name: 'retiring'; readonly attached: boolean; readonly reason: Extract<StartReason, 'memory' | 'requests' | 'reload'>};
+	| {readonly name: 'retiring'; readonly attached: boolean; readonly reason: ReplaceReason};
 
 export type LiveState =
 	| PlacedState
@@ -131,6 +134,11 @@ export function placeOf(state: WorkerState): PlacedState {
 	return live.name === 'drained' || live.name === 'hooks' ? live.from : live;
 }
 
+/** A running worker's place in the fleet: the states a message from it can move on. */
+export function isPlaced(state: WorkerState): state is PlacedState {
+	return state.name === 'starting' || state.name === 'listening' || state.name === 'retiring';
+}
+
 /** Why we killed it, if we did. */
 export function killReason(state: WorkerState): KillReason | undefined {
 	const live = state.name === 'gone' ? state.last : state;
@@ -149,7 +157,7 @@ export function roleOf(state: WorkerState): Role | 'retiring' {
 export const isServingMember = (record: WorkerRecord): boolean => record.state.name === 'listening' && record.state.role === 'member';
 
 /** Why a worker left: its `worker exited` line's `reason`, and what `worker_exits_total{reason}` counts. */
-export type ExitReason = 'drain' | 'crash' | 'hung' | 'deadline' | 'start-failed' | Extract<StartReason, 'memory' | 'requests' | 'reload'>;
+export type ExitReason = 'drain' | 'crash' | 'hung' | 'deadline' | 'start-failed' | ReplaceReason;
 
 /**
  * `drain`: it drained (or exited during its hooks); `memory`, `requests`,
