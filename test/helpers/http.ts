@@ -131,18 +131,31 @@ export class RawConnection {
  * server closes it, or `ms` pass (`closed` says which). `after` runs once the
  * text is written (to answer a `100 Continue`, say).
  */
-export async function rawExchange(port: number, text: string, {ms = 3000, after}: {ms?: number; after?: (socket: net.Socket, received: () => string) => void} = {}): Promise<{received: string; closed: boolean}> {
+export async function rawExchange(port: number, text: string, {ms = 3000, after, until}: {ms?: number; after?: (socket: net.Socket, received: () => string) => void; until?: (received: string) => boolean} = {}): Promise<{received: string; closed: boolean}> {
 	const socket = net.connect(port, '127.0.0.1');
 	let received = '';
+	let done: (() => void) | undefined;
 	socket.setEncoding('latin1');
 	socket.on('data', (chunk: string) => {
 		received += chunk;
+		// `until`: what the test waits for has arrived; no need to wait out `ms`.
+		if (until?.(received)) {
+			done?.();
+		}
 	});
 	socket.on('error', () => {});
 	await once(socket, 'connect');
 	socket.write(text);
 	after?.(socket, () => received);
-	const closed = await Promise.race([once(socket, 'close').then(() => true), sleep(ms).then(() => false)]);
+	const closed = await Promise.race([
+		once(socket, 'close').then(() => true),
+		sleep(ms).then(() => false),
+		new Promise<boolean>(resolve => {
+			done = () => {
+				resolve(false);
+			};
+		}),
+	]);
 	socket.destroy();
 	return {received, closed};
 }

@@ -7,7 +7,6 @@ import http, {type IncomingMessage, type ServerResponse} from 'node:http';
 import https from 'node:https';
 import net, {type AddressInfo} from 'node:net';
 import {performance} from 'node:perf_hooks';
-import {setTimeout} from 'node:timers/promises';
 import {Mode, RequestFilter, UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/request-filter.js';
 import {url} from '../../testkit/net.js';
 import {switchableCheck} from '../helpers/fakes.js';
@@ -458,6 +457,7 @@ test('event streams: a new one in the reject phase gets 200 + retry: and an end,
 	const r = await rig(t);
 	r.server.removeAllListeners('request');
 	const streams: ServerResponse[] = [];
+	const events = new EventEmitter();
 	r.server.on('request', (request: IncomingMessage, response: ServerResponse) => {
 		if (request.url === '/events-head') {
 			// Headers straight through writeHead: Node does not store them.
@@ -469,12 +469,13 @@ test('event streams: a new one in the reject phase gets 200 + retry: and an end,
 
 		response.write('data: hello\n\n');
 		streams.push(response);
+		events.emit('stream');
 	});
-	const open = [rawExchange(r.port, 'GET /events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n', {ms: 500}), rawExchange(r.port, 'GET /events-head HTTP/1.1\r\nHost: x\r\n\r\n', {ms: 500})];
-	while (streams.length < 2) {
-		// eslint-disable-next-line no-await-in-loop
-		await setTimeout(10);
-	}
+	// Held open until the chunked stream's end arrives (or 20 s, a failure).
+	const ended = (received: string) => received.endsWith('\r\n0\r\n\r\n');
+	const twoStreams = pEvent(events, 'stream', {filter: () => streams.length === 2, timeout: 10_000});
+	const open = [rawExchange(r.port, 'GET /events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n', {ms: 20_000, until: ended}), rawExchange(r.port, 'GET /events-head HTTP/1.1\r\nHost: x\r\n\r\n', {ms: 20_000, until: ended})];
+	await twoStreams;
 
 	t.is(r.filter.inflight, 2, 'while serving, nothing is sorted: no per-request cost');
 	r.filter.setMode(Mode.REJECT);
