@@ -18,7 +18,7 @@ export const ExitCode = {
 	DEADLINE: 3,
 	/** A second SIGTERM/SIGINT/SIGQUIT arrived during the drain; the workers were killed at once. */
 	SECOND_SIGNAL: 4,
-	/** A worker died during the drain without reporting that it had drained. */
+	/** A worker left the drain without draining (see EXIT_CODE_MEANINGS). */
 	WORKER_LOST: 5,
 	/** The app failed to start (crashed or never listened) several times in a row. */
 	START_FAILED: 6,
@@ -37,6 +37,6 @@ export const EXIT_CODE_MEANINGS: Readonly<Record<keyof typeof ExitCode, string>>
 	USAGE: 'bad flags, environment values, or a missing script; nothing was started',
 	DEADLINE: 'the grace period ran out; the workers left were killed',
 	SECOND_SIGNAL: 'a second SIGTERM/SIGINT/SIGQUIT during the drain; the workers were killed at once',
-	WORKER_LOST: 'a worker died during the drain without draining (a crash) while it still had requests to serve; an exit during its shutdown hooks does not count',
+	WORKER_LOST: 'a worker left the drain without draining: with the helper, it exited (or was killed as hung) before it reported that its requests were done, whatever its last in-flight count; without it, it exited non-zero. An exit during its shutdown hooks, or before it ever listened, does not count',
 	START_FAILED: 'the app failed to start --max-start-failures times in a row (crashed before listening, or did not listen within --listen-timeout)',
 };
