@@ -20,7 +20,7 @@ import type {MetricsMessage, ToPrimary} from '../protocol.js';
 import type {ClusterView} from './index.js';
 import {AppMetrics} from './app-metrics.js';
 import {DRAIN_PHASES, drainPhase, inflightOf} from './status.js';
-import {exitReason, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
+import {exitReason, isAttached, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
 
 /** How long a scrape waits for a worker's app metrics. */
 export const METRICS_WAIT_MS = 2000;
@@ -186,12 +186,18 @@ export class ClusterMetrics {
 		return own + (app === '' ? '' : `\n${app}`);
 	}
 
-	/** Asks each connected worker for its app metrics; resolves when all answered or the wait is over. */
+	/**
+	 * Asks each connected worker whose app attached for its app metrics; resolves
+	 * when all answered or the wait is over. Only those: a worker just forked (a
+	 * restart, a reload's or a recycle's new worker) may not listen on IPC yet,
+	 * and a request it never reads would hold every scrape for the whole wait and
+	 * count as a failure; an app that never attached has no metrics to give.
+	 */
 	private async askWorkers(): Promise<void> {
 		const asked: Array<Promise<boolean>> = [];
 		const {clock} = this.view();
 		for (const record of this.fleet.alive) {
-			if (!record.handle.isConnected() || record.state.name === 'killed') {
+			if (!record.handle.isConnected() || record.state.name === 'killed' || !isAttached(record.state)) {
 				continue;
 			}
 

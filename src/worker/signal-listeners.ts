@@ -176,9 +176,19 @@ export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): Si
 	return holder;
 }
 
-/** The held listeners as hooks, each called at most once with the signal's name. */
+/**
+ * The held listeners as hooks, each function called at most once with the
+ * signal's name: an app often registers one shutdown function for both SIGTERM
+ * and SIGINT, and it must not run twice (a pool ended twice throws).
+ */
 export function asHooks(holder: SignalListeners): NamedHook[] {
-	return holder.held.map(entry => ({
+	const seen = new Set<HeldListener['listener']>();
+	const unique = holder.held.filter(entry => {
+		const first = !seen.has(entry.listener);
+		seen.add(entry.listener);
+		return first;
+	});
+	return unique.map(entry => ({
 		name: `${entry.signal} listener${entry.listener.name ? ` ${entry.listener.name}` : ''}`,
 		run() {
 			if (holder.ran.has(entry)) {

@@ -27,6 +27,16 @@ for (const [how, send] of [['the whole group (Ctrl-C, systemd)', 'killGroup'], [
 	});
 }
 
+test('one shutdown function registered for both SIGTERM and SIGINT runs once per worker, with the signal received', async t => {
+	const app = await startCluster(t, ['--reject-period', '300ms'], fixture('one-shutdown-both-signals.mjs'), {workers: 2});
+	app.killGroup('SIGINT');
+	t.is((await app.exited).code, 0, app.text());
+	const runs = app.lines.filter(line => line.msg === 'fixture shutdown');
+	t.is(runs.length, 2, 'once in each of the two workers');
+	t.true(runs.every(line => line['signal'] === 'SIGINT'));
+	t.falsy(app.lines.find(line => line.msg === 'a shutdown hook failed; running the rest'), 'the pool was not ended twice');
+});
+
 test('standalone: the app\'s own handler, registered before attach(), runs once after the drain', async t => {
 	const app = start(t, [fixture('own-signal-handler.mjs')], {plainNode: true, env: {GRACEFUL_CLUSTER_REJECT_PERIOD: '500ms', GRACEFUL_CLUSTER_GRACE_PERIOD: '10s'}});
 	const line = await app.waitForLog('fixture listening');

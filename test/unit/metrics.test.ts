@@ -157,6 +157,22 @@ function answer(worker: FakeWorker, metrics: MetricJson[], answered: Set<unknown
 	}
 }
 
+test('a worker just forked (a reload\'s new worker) is not asked: the scrape does not wait for it, no failure counted', async t => {
+	const {edges, metrics, workers} = cluster();
+	const [a, b] = workers;
+	edges.signal('SIGHUP');
+	const candidate = edges.cluster.workers[2]!;
+	const answered = new Set<unknown>();
+	const scrape = metrics.scrape();
+	answer(a!, await workerRegistry(3, 1), answered);
+	answer(b!, await workerRegistry(4, 1), answered);
+	// No clock advance: the scrape must settle on the two answers alone.
+	const text = await scrape;
+	t.is(sample(text, 'app_hits_total{route="/"}'), 7);
+	t.is(sample(text, 'graceful_cluster_metrics_scrape_failures_total'), 0);
+	t.false(candidate.received.some(message => message['type'] === 'metrics-request'), 'not asked before it attached');
+});
+
 test('a worker that does not answer makes the scrape partial, not failed: its last values count, the failure is counted', async t => {
 	const {edges, metrics, workers} = cluster();
 	const [a, b] = workers;
