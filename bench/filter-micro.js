@@ -17,7 +17,10 @@ const INFLIGHT = 20;
 async function child(dist) {
 	const server = http.createServer(() => {});
 	if (dist !== 'bare') {
-		const {RequestFilter} = await import(`${dist}/src/worker/request-filter.js`);
+		// The HTTP/1.1 adapter; builds before the worker's split called it request-filter.js.
+		const {existsSync} = await import('node:fs');
+		const file = existsSync(`${dist}/src/worker/http1-filter.js`) ? 'http1-filter.js' : 'request-filter.js';
+		const {RequestFilter} = await import(`${dist}/src/worker/${file}`);
 		// eslint-disable-next-line no-new
 		new RequestFilter(server, {retryAfterSeconds: 1, readinessPath: '/readyz', livenessPath: '/livez', onIdle() {}});
 	}

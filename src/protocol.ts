@@ -7,6 +7,9 @@
  * without the envelope belongs to the app and is left alone. The CLI and the
  * app's copy of the worker helper can be different installs, hence the version.
  */
+import type {Counts} from './counts.js';
+import {isMetricsJson, MAX_METRIC_VALUES, MAX_METRICS, type MetricJson} from './metrics-json.js';
+
 export const PROTOCOL_VERSION = 1;
 const KEY = 'gracefulCluster';
 
@@ -45,16 +48,9 @@ export interface CoversMessage {
 	readonly address: string;
 }
 
-/** Worker -> primary, during a drain, throttled: requests still running, long-lived connections still open. */
-export interface InflightMessage {
+/** Worker -> primary, during a drain, throttled: requests still running, long-lived connections still open (counts.ts). */
+export interface InflightMessage extends Counts {
 	readonly type: 'inflight';
-	readonly inflight: number;
-	readonly served: number;
-	readonly rejected: number;
-	/** Upgraded connections (WebSockets): never counted in `inflight`. */
-	readonly upgrades: number;
-	/** Event-stream responses: never counted in `inflight`. */
-	readonly streams: number;
 }
 
 /**
@@ -128,22 +124,6 @@ export interface MetricsMessage {
 	readonly metrics: readonly MetricJson[];
 }
 
-/** One metric as prom-client's `getMetricsAsJSON()` gives it (the fields the aggregation reads). */
-export interface MetricJson {
-	readonly name: string;
-	readonly help: string;
-	readonly type: MetricType;
-	readonly aggregator: Aggregator;
-	/** `value` is null where the app's was NaN or ±Infinity: JSON has no such numbers. */
-	readonly values: ReadonlyArray<{readonly value: number | null; readonly labels: Readonly<Record<string, string | number>>; readonly metricName?: string}>;
-}
-
-export const METRIC_TYPES = ['counter', 'gauge', 'histogram', 'summary'] as const;
-export type MetricType = (typeof METRIC_TYPES)[number];
-/** prom-client's aggregators (lib/metricAggregators.js). */
-export const AGGREGATORS = ['sum', 'first', 'min', 'max', 'average', 'omit'] as const;
-export type Aggregator = (typeof AGGREGATORS)[number];
-
 /** The drain or retire instruction: the primary's "leave". */
 export type LeaveMessage = DrainMessage | RetireMessage;
 export type ToWorker = LeaveMessage | MetricsRequestMessage;
@@ -161,50 +141,6 @@ export type Parsed<T> =
 
 type FieldKind = 'count' | 'text' | 'metrics';
 
-/** Bounds on a worker's metrics: an app registry gone wild must not cost the primary its memory. */
-export const MAX_METRICS = 2000;
-export const MAX_METRIC_VALUES = 50_000;
-const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
-
-/** A `getMetricsAsJSON()` result within bounds: names, types, aggregators and finite (or ±Inf/NaN) numbers. */
-function isMetricsJson(value: unknown): boolean {
-	if (!Array.isArray(value) || value.length > MAX_METRICS) {
-		return false;
-	}
-
-	let values = 0;
-	for (const metric of value as unknown[]) {
-		if (typeof metric !== 'object' || metric === null) {
-			return false;
-		}
-
-		const {name, help, type, aggregator, values: list} = metric as Record<string, unknown>;
-		if (typeof name !== 'string' || !NAME.test(name) || name.length > 200 || typeof help !== 'string' || help.length > 4096
-			|| !(METRIC_TYPES as readonly unknown[]).includes(type) || !(AGGREGATORS as readonly unknown[]).includes(aggregator ?? 'sum') || !Array.isArray(list)) {
-			return false;
-		}
-
-		values += list.length;
-		if (values > MAX_METRIC_VALUES) {
-			return false;
-		}
-
-		for (const entry of list as unknown[]) {
-			if (typeof entry !== 'object' || entry === null) {
-				return false;
-			}
-
-			const {value: number, labels, metricName} = entry as Record<string, unknown>;
-			// JSON (the IPC channel's encoding) turns NaN and ±Infinity into null.
-			if ((typeof number !== 'number' && number !== null) || (labels !== undefined && (typeof labels !== 'object' || labels === null)) || (metricName !== undefined && (typeof metricName !== 'string' || !NAME.test(metricName)))) {
-				return false;
-			}
-		}
-	}
-
-	return true;
-}
-
 const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; readonly expected: string}> = {
 	count: {test: value => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0, expected: 'a non-negative integer'},
 	text: {test: value => typeof value === 'string' && value.length <= 4096, expected: 'a string of at most 4096 characters'},
@@ -217,7 +153,7 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	retire: {lingerMs: 'count'},
 	attached: {},
 	covers: {address: 'text'},
-	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count'},
+	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count'} satisfies Record<keyof Counts, FieldKind>,
 	hooks: {served: 'count', rejected: 'count'},
 	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count'},
 	'metrics-request': {id: 'count'},

@@ -15,7 +15,7 @@
  * not add up). The aggregation itself is prom-client's (`aggregate`), so each
  * metric's `aggregator` means what it means there.
  */
-import type {MetricJson} from '../protocol.js';
+import type {MetricJson} from '../metrics-json.js';
 
 /** A metric's value as prom-client's JSON has it; null (NaN/±Inf through JSON) read as NaN. */
 type Value = {value: number; labels: Record<string, string | number>; metricName?: string};

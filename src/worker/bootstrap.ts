@@ -21,10 +21,13 @@
  * their usual `server.close(callback)` waits for the connections still open.
  */
 import cluster from 'node:cluster';
+import {systemClock} from '../clock.js';
 import {createLogger} from '../logger.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {openChannel} from './channel.js';
 import {heartbeatOptionsFromEnv, startHeartbeat} from './heartbeat.js';
+import {runHooks} from './hooks.js';
+import {answerScrape} from './metrics.js';
 import {asHooks, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput} from './stdio.js';
 
@@ -41,8 +44,11 @@ if (cluster.isWorker && cluster.worker) {
 	const workerId = cluster.worker.id;
 	const logger = createLogger({role: 'worker', level: process.env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info', workerId});
 
-	const channel = openChannel(workerId, reason => {
-		logger.warn({reason}, 'ignored a malformed graceful-cluster message from the primary');
+	const channel = openChannel(workerId, {
+		invalid(reason) {
+			logger.warn({reason}, 'ignored a malformed graceful-cluster message from the primary');
+		},
+		metricsRequest: answerScrape,
 	});
 	// From the drain on, what the worker prints must reach the primary even if
 	// the app exits right after printing it (stdio.ts).
@@ -82,16 +88,6 @@ if (cluster.isWorker && cluster.worker) {
 			return;
 		}
 
-		void (async () => {
-			for (const hook of asHooks(held)) {
-				try {
-					logger.info({hook: hook.name}, 'running the app\'s signal listener');
-					// eslint-disable-next-line no-await-in-loop
-					await hook.run();
-				} catch (error) {
-					logger.error({err: error, hook: hook.name}, 'a shutdown hook failed; running the rest');
-				}
-			}
-		})();
+		void runHooks(asHooks(held), {logger, clock: systemClock});
 	});
 }

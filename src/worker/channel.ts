@@ -10,7 +10,7 @@
  * late with the time already spent subtracted.
  */
 import {performance} from 'node:perf_hooks';
-import {envelope, parseMessage, type LeaveMessage, type ToPrimary, type ToWorker} from '../protocol.js';
+import {envelope, parseMessage, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 
 /** The primary's instruction to leave: a drain (shutdown) or a retire (reload). Only the first counts. */
 export interface ReceivedDrain {
@@ -38,41 +38,25 @@ export interface WorkerChannel {
 	metrics?: (() => Promise<unknown>) | undefined;
 }
 
-/** How long a worker waits for its app's registry before answering a scrape with nothing. */
-export const METRICS_COLLECT_MS = 5000;
-
-/** The app's metrics, or `[]` if it has none, or its registry throws or hangs. */
-export async function collectMetrics(channel: WorkerChannel, timeoutMs = METRICS_COLLECT_MS): Promise<unknown> {
-	const source = channel.metrics;
-	if (!source) {
-		return [];
-	}
-
-	let timer: NodeJS.Timeout | undefined;
-	try {
-		return await Promise.race([source(), new Promise(resolve => {
-			timer = setTimeout(resolve, timeoutMs, []);
-			timer.unref();
-		})]);
-	} catch {
-		return [];
-	} finally {
-		clearTimeout(timer);
-	}
-}
-
 const KEY = Symbol.for('graceful-cluster.worker-channel.v1');
 
 export function getChannel(): WorkerChannel | undefined {
 	return (globalThis as Record<symbol, WorkerChannel | undefined>)[KEY];
 }
 
+/** What the bootstrap does with the messages that are not a leave. */
+export interface ChannelHandlers {
+	/** One of ours, malformed: the reason, for the log. */
+	invalid(reason: string): void;
+	/** A scrape wants the app's metrics (worker/metrics.ts answers). */
+	metricsRequest(channel: WorkerChannel, message: MetricsRequestMessage): void;
+}
+
 /**
  * Opens the channel; called by the bootstrap only. Foreign messages (the app's)
- * are left to the app's own `'message'` listeners; ours that are malformed are
- * reported through `onInvalid`.
+ * are left to the app's own `'message'` listeners.
  */
-export function openChannel(workerId: number, onInvalid: (reason: string) => void): WorkerChannel {
+export function openChannel(workerId: number, handlers: ChannelHandlers): WorkerChannel {
 	const channel: WorkerChannel = {
 		v: 1,
 		workerId,
@@ -90,7 +74,7 @@ export function openChannel(workerId: number, onInvalid: (reason: string) => voi
 	process.on('message', (raw: unknown) => {
 		const parsed = parseMessage<ToWorker>(raw, ['drain', 'retire', 'metrics-request']);
 		if (parsed.kind === 'invalid') {
-			onInvalid(parsed.reason);
+			handlers.invalid(parsed.reason);
 			return;
 		}
 
@@ -100,9 +84,7 @@ export function openChannel(workerId: number, onInvalid: (reason: string) => voi
 
 		const {message} = parsed;
 		if (message.type === 'metrics-request') {
-			void collectMetrics(channel).then(metrics => {
-				channel.send({type: 'metrics', id: message.id, metrics: metrics as never});
-			});
+			handlers.metricsRequest(channel, message);
 		} else if (channel.drain === undefined) {
 			const drain = {message, receivedAt: performance.now()};
 			channel.drain = drain;

@@ -1,14 +1,19 @@
 /**
  * What a drain needs of the filter in front of one attached server, whatever
- * its protocol: `request-filter.ts` for node:http and node:https servers; an
- * HTTP/2 server's filter implements the same. The drain (drain.ts) only talks
- * to this interface, never to the server's own close methods, because each
- * protocol stops differently (HTTP/1.1: `Connection: close`; HTTP/2: GOAWAY).
+ * its protocol: the contract both protocol adapters keep (http1-filter.ts for
+ * node:http and node:https servers, http2-filter.ts for node:http2 ones), the
+ * modes a filter answers in, and which servers can be filtered at all. The
+ * drain (drain.ts) only talks to this interface, never to the server's own
+ * close methods, because each protocol stops differently (HTTP/1.1:
+ * `Connection: close`; HTTP/2: GOAWAY). create-filter.ts picks the adapter.
  */
 import http from 'node:http';
 import type {Http2SecureServer, Http2Server} from 'node:http2';
 import type https from 'node:https';
 import net from 'node:net';
+import type {Counts} from '../counts.js';
+import type {DrainReason, LongLivedClosed} from './long-lived.js';
+import type {Readiness} from './readiness.js';
 
 /** What a filter does with a new request. Plain numbers: compared on the hot path. */
 export const Mode = {
@@ -27,41 +32,34 @@ export const Mode = {
 } as const;
 export type Mode = (typeof Mode)[keyof typeof Mode];
 
-/**
- * Why long-lived connections are being closed, and the WebSocket close code
- * that says so: 1001 "going away" for a shutdown, 1012 "service restart" for a
- * reload (RFC 6455 section 7.4.1, IANA registry).
- */
-export type DrainReason = 'shutdown' | 'reload';
-export const CLOSE_CODES: Readonly<Record<DrainReason, 1001 | 1012>> = {shutdown: 1001, reload: 1012};
-
-/** Long-lived connections a filter closed at the end of the reject phase (or of a reload's linger). */
-export interface LongLivedClosed {
-	readonly upgrades: number;
-	readonly streams: number;
+/** What the log says about a rejected request (debug level only). */
+export interface RejectedRequest {
+	readonly method: string | undefined;
+	readonly path: string | undefined;
+	readonly remote: string | undefined;
 }
 
-export interface ServerFilter {
+export interface FilterOptions {
+	readonly retryAfterSeconds: number;
+	/** Answered 200 while serving (once the readiness checks pass), 503 from the first moment of a drain. `''`: off. */
+	readonly readinessPath: string;
+	/** Answered 200 until the process exits. `''`: off. */
+	readonly livenessPath: string;
+	/** The app's readiness checks (`attach(server, {readinessChecks})`), run by the readiness probe while serving; absent: ready at once. */
+	readonly readiness?: Readiness | undefined;
+	/** Called when a request is rejected; for logging. Unset, a rejection costs no call. */
+	readonly onReject?: ((request: RejectedRequest) => void) | undefined;
+	/** Called when the last in-flight request of this server finishes during a drain. */
+	readonly onIdle: () => void;
+}
+
+export interface ServerFilter extends Counts {
 	readonly server: net.Server;
-	/** Requests handed to the app whose response has not closed yet (event streams sorted out: `streams`). */
-	readonly inflight: number;
-	/** Upgraded connections (WebSockets, socket.io) still open. Never counted in `inflight`. */
-	readonly upgrades: number;
-	/**
-	 * Event-stream responses (`Content-Type: text/event-stream`) still open, as of
-	 * the last `sortLongLived()`. Never counted in `inflight` once sorted.
-	 */
-	readonly streams: number;
-	/** Responses to app requests that closed during the drain. */
-	readonly served: number;
-	/** Requests answered with the drain 503. */
-	readonly rejected: number;
 	/**
 	 * Requests handed to the app since attach(), HTTP/2 streams included (the
 	 * heartbeat's count, `--max-requests`). Probes and rejected requests are not counted.
 	 */
 	readonly requests: number;
-	readonly draining: boolean;
 	setMode(mode: Mode): void;
 	/**
 	 * Stops taking new connections. `keepIdle`: leave idle connections open for
@@ -78,8 +76,7 @@ export interface ServerFilter {
 	sortLongLived(): void;
 	/**
 	 * Closes the upgraded connections and event streams still open, as cleanly
-	 * as the protocol allows (a WebSocket close frame with `CLOSE_CODES[reason]`,
-	 * an event stream ended), and returns how many of each.
+	 * as the protocol allows (long-lived.ts), and returns how many of each.
 	 */
 	closeLongLived(reason: DrainReason): LongLivedClosed;
 	/** Takes the filter off; the server serves as if never attached. */
@@ -91,12 +88,12 @@ export type DrainableServer = http.Server | https.Server | Http2Server | Http2Se
 
 /**
  * Which filter drains `server`: `'http1'` for `node:http` and `node:https`
- * servers (RequestFilter), `'http2'` for `http2.createServer()` and
- * `http2.createSecureServer()` ones, with or without `allowHTTP1`
- * (Http2Filter); undefined for anything else. node:http2 does not export its
- * server classes, and importing it would load it into every app: an HTTP/2
- * server is the `net.Server` (or `tls.Server`) with `updateSettings()`, which
- * only node:http2's two server classes define.
+ * servers, `'http2'` for `http2.createServer()` and
+ * `http2.createSecureServer()` ones, with or without `allowHTTP1`; undefined
+ * for anything else. node:http2 does not export its server classes, and
+ * importing it would load it into every app: an HTTP/2 server is the
+ * `net.Server` (or `tls.Server`) with `updateSettings()`, which only
+ * node:http2's two server classes define.
  */
 export function drainableKind(server: unknown): 'http1' | 'http2' | undefined {
 	if (server instanceof http.Server) {
@@ -114,4 +111,19 @@ export function drainableKind(server: unknown): 'http1' | 'http2' | undefined {
 	}
 
 	return undefined;
+}
+
+const installed = new WeakSet<net.Server>();
+
+/** Marks `server` as filtered; a second attach() of the same server is a TypeError. */
+export function claimServer(server: net.Server): void {
+	if (installed.has(server)) {
+		throw new TypeError('graceful-cluster: attach() was already called for this server.');
+	}
+
+	installed.add(server);
+}
+
+export function releaseServer(server: net.Server): void {
+	installed.delete(server);
 }

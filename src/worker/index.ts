@@ -8,22 +8,25 @@
  * with the same timeline read from `GRACEFUL_CLUSTER_*`.
  */
 import net from 'node:net';
-import {performance} from 'node:perf_hooks';
-import {createLogger, logLevelFromEnv, type Logger} from '../logger.js';
+import {createLogger, logLevelFromEnv} from '../logger.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
 import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
-import {isDuplicateSignal, remaining, type Timeline} from '../timeline.js';
-import {getChannel, type WorkerChannel} from './channel.js';
-import {ProcessDrain, type DrainListener, type PhaseName, type ShutdownHook} from './drain.js';
-import {drainableKind, type DrainableServer, type ServerFilter} from './filter.js';
+import type {Timeline} from '../timeline.js';
+import {getChannel} from './channel.js';
+import {joinCluster} from './cluster-host.js';
+import {ProcessDrain} from './drain.js';
+import {drainableKind, type DrainableServer} from './filter.js';
+import type {ShutdownHook} from './hooks.js';
+import type {DrainListener} from './long-lived.js';
+import {isMetricsRegistry, shareMetrics, type MetricsRegistry} from './metrics.js';
 import {Readiness, type ReadinessChecks} from './readiness.js';
-import {asHooks, getSignalListeners, holdSignalListeners} from './signal-listeners.js';
-import {blockOutput, flushOutput} from './stdio.js';
-import {isMetricsRegistry, sendFinalMetrics, shareMetrics, type MetricsRegistry} from './metrics.js';
+import {runStandalone} from './standalone.js';
 
-export type {DrainListener, DrainNotice, PhaseName, ShutdownHook} from './drain.js';
-export type {DrainReason} from './filter.js';
+import type {PhaseName} from './phase.js';
+export type {PhaseName} from './phase.js';
+export type {ShutdownHook} from './hooks.js';
+export type {DrainListener, DrainNotice, DrainReason} from './long-lived.js';
 export type {MetricsRegistry} from './metrics.js';
 export type {ReadinessCheck, ReadinessChecks} from './readiness.js';
 
@@ -80,10 +83,6 @@ export interface GracefulHandle {
 }
 
 let processDrain: ProcessDrain | undefined;
-/** The attached servers' filters, for the heartbeat's request count. */
-const attached = new Set<ServerFilter>();
-/** Requests counted by filters since detached: the count is since the worker started. */
-let detachedRequests = 0;
 
 function setUp(): ProcessDrain {
 	const channel = getChannel();
@@ -123,122 +122,6 @@ function setUp(): ProcessDrain {
 	const drain = new ProcessDrain(settings, logger);
 	runStandalone(drain, logger, timeline!);
 	return drain;
-}
-
-function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger): void {
-	// The bootstrap holds the app's signal listeners; they are our last hooks now.
-	const held = getSignalListeners();
-	if (held) {
-		held.owner = 'attach';
-		drain.setLastHooks(() => asHooks(held));
-	}
-
-	drain.setHost({
-		progress(inflight, served, rejected, upgrades, streams) {
-			channel.send({type: 'inflight', inflight, served, rejected, upgrades, streams});
-		},
-		covers(address) {
-			channel.send({type: 'covers', address});
-		},
-		hooksStarting(served, rejected, proceed) {
-			// Acknowledged before the first hook: a hook's process.exit() cannot
-			// overtake it, so the primary knows no request was lost.
-			// The app's metrics go first: a hook's process.exit() must not lose them.
-			void sendFinalMetrics(channel).then(() => {
-				channel.send({type: 'hooks', served, rejected}, proceed);
-			});
-		},
-		finish(summary) {
-			void flushOutput().then(async () => sendFinalMetrics(channel)).then(() => {
-				logger.info(summary, 'worker drained');
-				// Exit only once the primary has the message: it tells a drained worker
-				// from one that crashed by this message alone.
-				channel.send({type: 'drained', ...summary}, () => process.exit(ExitCode.OK));
-			});
-		},
-	});
-	channel.stats = () => {
-		let requests = detachedRequests;
-		for (const filter of attached) {
-			requests += filter.requests;
-		}
-
-		return {requests, inflight: drain.inflight};
-	};
-	channel.send({type: 'attached'});
-	const start = ({message, receivedAt}: NonNullable<WorkerChannel['drain']>): void => {
-		if (message.type === 'drain') {
-			// The message's timeline counts from when the bootstrap read it.
-			drain.begin(remaining(message, performance.now() - receivedAt));
-		} else {
-			drain.retire(message.lingerMs);
-		}
-	};
-
-	if (channel.drain) {
-		start(channel.drain);
-	} else {
-		channel.listeners.add(start);
-	}
-}
-
-function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline): void {
-	// The app's SIGTERM/SIGINT listeners, those already there and those to come,
-	// run as the last hooks instead of at the signal.
-	const held = holdSignalListeners({takeExisting: true});
-	held.owner = 'attach';
-	drain.setLastHooks(() => asHooks(held));
-	let lastProgressLog = 0;
-	drain.setHost({
-		progress(inflight, _served, _rejected, upgrades, streams) {
-			const now = performance.now();
-			if (now - lastProgressLog >= 1000) {
-				lastProgressLog = now;
-				logger.info({inflight, upgrades, streams}, 'drain progress');
-			}
-		},
-		hooksStarting(_served, _rejected, proceed) {
-			// Alone, nobody needs telling.
-			proceed();
-		},
-		finish(summary) {
-			void flushOutput().then(() => {
-				logger.info({...summary, outcome: 'clean'}, 'drain finished');
-				process.exit(ExitCode.OK);
-			});
-		},
-	});
-	/** When the first signal came; undefined until then. */
-	let signalledAt: number | undefined;
-	const onSignal = (signal: NodeJS.Signals): void => {
-		if (signalledAt !== undefined) {
-			// The same Ctrl-C often arrives twice at once (the terminal signals the
-			// process group, `npm start` forwards it again): only a later one is a
-			// second signal.
-			if (isDuplicateSignal(signalledAt, performance.now())) {
-				logger.info({signal}, 'repeated signal right after the first; ignoring it');
-				return;
-			}
-
-			logger.warn({signal, inflight: drain.inflight}, 'second signal during the drain; exiting now');
-			process.exit(ExitCode.SECOND_SIGNAL);
-		}
-
-		signalledAt = performance.now();
-		held.received ??= signal;
-		blockOutput();
-		logger.info({signal}, 'signal received');
-		// The deadline goes first: if the app blocks the event loop later, it is
-		// still there when the loop comes back.
-		setTimeout(() => {
-			logger.error({inflight: drain.inflight, upgrades: drain.upgrades, streams: drain.streams, outcome: 'forced'}, 'drain finished');
-			process.exit(ExitCode.DEADLINE);
-		}, timeline.gracePeriodMs);
-		drain.begin(timeline);
-	};
-
-	held.listenOurselves('SIGTERM', onSignal);
-	held.listenOurselves('SIGINT', onSignal);
 }
 
 /** What attach() was given, for its TypeError. */
@@ -286,7 +169,6 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 	// Made first: checks that are not functions throw before the server is filtered.
 	const readiness = options.readinessChecks === undefined ? undefined : new Readiness(options.readinessChecks, workerSettingsFromEnv(process.env).checkTimeoutMs);
 	const filter = drain.addServer(server, readiness);
-	attached.add(filter);
 
 	const handle: GracefulHandle = {
 		onShutdown(hook) {
@@ -307,16 +189,12 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 			return drain.inflight;
 		},
 		get upgrades() {
-			return drain.upgrades;
+			return drain.counts.upgrades;
 		},
 		get streams() {
-			return drain.streams;
+			return drain.counts.streams;
 		},
 		detach() {
-			if (attached.delete(filter)) {
-				detachedRequests += filter.requests;
-			}
-
 			drain.removeServer(filter);
 		},
 	};

@@ -1,22 +1,24 @@
 /**
  * The app's side of `/metrics`: `attach(server, {metricsRegistry: client.register})`
  * hands the primary the app's prom-client registry. The primary asks every worker
- * for `getMetricsAsJSON()` on each scrape (the channel answers, channel.ts) and
- * aggregates them the way prom-client's `AggregatorRegistry.aggregate` does; a
- * worker leaving on purpose sends its final values first, so the app's counters
- * never go down in the cluster's sum.
+ * for `getMetricsAsJSON()` on each scrape (the bootstrap routes the request here,
+ * `answerScrape`) and aggregates them the way prom-client's
+ * `AggregatorRegistry.aggregate` does; a worker leaving on purpose sends its
+ * final values first, so the app's counters never go down in the cluster's sum.
  *
  * No prom-client here: the registry is the app's own copy, used through the one
  * method the primary needs. The helper stays light for CommonJS apps.
  */
+import type {MetricsRequestMessage} from '../protocol.js';
 import type {WorkerChannel} from './channel.js';
-import {collectMetrics} from './channel.js';
 
 /** Any prom-client `Registry` (the app's copy, whichever 15.x): the one method we call. */
 export interface MetricsRegistry {
 	getMetricsAsJSON(): Promise<unknown> | unknown;
 }
 
+/** How long a worker waits for its app's registry before answering a scrape with nothing. */
+export const METRICS_COLLECT_MS = 5000;
 /** A leaving worker waits at most this long for its registry's final values. */
 const FINAL_METRICS_MS = 1000;
 
@@ -27,6 +29,33 @@ export function isMetricsRegistry(value: unknown): value is MetricsRegistry {
 /** Answers the primary's scrapes from `registry` (the last attach() that gives one wins). */
 export function shareMetrics(channel: WorkerChannel, registry: MetricsRegistry): void {
 	channel.metrics = async () => registry.getMetricsAsJSON();
+}
+
+/** The app's metrics, or `[]` if it has none, or its registry throws or hangs. */
+export async function collectMetrics(channel: WorkerChannel, timeoutMs = METRICS_COLLECT_MS): Promise<unknown> {
+	const source = channel.metrics;
+	if (!source) {
+		return [];
+	}
+
+	let timer: NodeJS.Timeout | undefined;
+	try {
+		return await Promise.race([source(), new Promise(resolve => {
+			timer = setTimeout(resolve, timeoutMs, []);
+			timer.unref();
+		})]);
+	} catch {
+		return [];
+	} finally {
+		clearTimeout(timer);
+	}
+}
+
+/** A scrape's request (routed by the bootstrap's channel): answered with the same id. */
+export function answerScrape(channel: WorkerChannel, {id}: MetricsRequestMessage): void {
+	void collectMetrics(channel).then(metrics => {
+		channel.send({type: 'metrics', id, metrics: metrics as never});
+	});
 }
 
 /**

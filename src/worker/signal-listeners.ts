@@ -15,7 +15,7 @@
  * two installs of this package: they meet on a global under a versioned
  * `Symbol.for` key, and only plain data and functions cross it.
  */
-import type {NamedHook} from './drain.js';
+import type {NamedHook} from './hooks.js';
 
 export type HeldSignal = 'SIGTERM' | 'SIGINT';
 

@@ -8,10 +8,10 @@ import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
 import got from 'got';
-import {drainableKind} from '../../src/worker/filter.js';
-import {Http2Filter, SHUTDOWN_NOTICE_MS, type Http2AnyServer, type RejectedStream} from '../../src/worker/http2-filter.js';
+import {drainableKind, Mode, type RejectedRequest} from '../../src/worker/filter.js';
+import {Http2Filter, SHUTDOWN_NOTICE_MS, type Http2AnyServer} from '../../src/worker/http2-filter.js';
 import type {Readiness} from '../../src/worker/readiness.js';
-import {Mode} from '../../src/worker/request-filter.js';
+
 import {attach} from '../../src/worker/index.js';
 import {switchableCheck} from '../helpers/fakes.js';
 import {connect, makeCertificate, MAX_STREAM_ID, type H2Client, type TestCertificate} from '../helpers/http2.js';
@@ -28,8 +28,8 @@ interface Rig {
 	release(path: string): void;
 	/** Resolves once the app holds `path`. */
 	held(path: string): Promise<void>;
-	rejectedStreams: RejectedStream[];
-	rejectedHttp1: string[];
+	/** What the filter reported rejecting, HTTP/2 streams and HTTP/1.1 requests alike. */
+	rejected: RejectedRequest[];
 	idleCalls: number;
 	warnings: Error[];
 }
@@ -109,14 +109,13 @@ async function rig(t: ExecutionContext, {api = 'request', tlsCert, allowHTTP1 = 
 
 	const warnings: Error[] = [];
 	warningSinks.add(warnings);
-	const state = {rejectedStreams: [] as RejectedStream[], rejectedHttp1: [] as string[], idleCalls: 0};
+	const state = {rejected: [] as RejectedRequest[], idleCalls: 0};
 	const filter = new Http2Filter(server, {
 		retryAfterSeconds: 7,
 		readinessPath: '/readyz',
 		livenessPath: '/livez',
 		readiness,
-		onReject: request => state.rejectedHttp1.push(request.url!),
-		onRejectStream: stream => state.rejectedStreams.push(stream),
+		onReject: request => state.rejected.push(request),
 		onIdle() {
 			state.idleCalls++;
 		},
@@ -204,7 +203,7 @@ for (const api of ['request', 'stream'] as const) {
 		t.is(rejected.headers['connection'], undefined);
 		t.regex(rejected.body, /shutting down/);
 		t.like(await during.goaway(), {code: 0, lastStreamID: MAX_STREAM_ID});
-		t.deepEqual(r.rejectedStreams, [{method: 'POST', path: '/?x=1', remote: '127.0.0.1'}]);
+		t.deepEqual(r.rejected, [{method: 'POST', path: '/?x=1', remote: '127.0.0.1'}]);
 		t.is(r.filter.rejected, 1);
 
 		// The stream in flight completes whole.
@@ -303,8 +302,7 @@ test('TLS with allowHTTP1: HTTP/2 streams and HTTP/1.1 requests each get their o
 	t.is(rejectedH2.status, 503);
 	t.is(rejectedH2.headers['retry-after'], '7');
 	t.is(rejectedH2.headers['connection'], undefined);
-	t.deepEqual(r.rejectedHttp1, ['/h1']);
-	t.is(r.rejectedStreams.length, 1);
+	t.deepEqual(r.rejected.map(request => request.path), ['/h1', '/h2']);
 	t.is(r.filter.rejected, 2);
 	t.is(r.filter.served, 2);
 	r.filter.stopAccepting(false);

@@ -9,7 +9,8 @@ import {Primary, type PrimaryOptions} from '../../src/primary/index.js';
 import {chooseLogFormat, PrettySink, prettyLine, prettySink} from '../../src/primary/log-format.js';
 import {ClusterMetrics, METRICS_WAIT_MS} from '../../src/primary/metrics.js';
 import {clusterStatus} from '../../src/primary/status.js';
-import {envelope, MAX_METRICS, parseMessage, type MetricJson, type ToPrimary} from '../../src/protocol.js';
+import {MAX_METRICS, type MetricJson} from '../../src/metrics-json.js';
+import {envelope, parseMessage, type ToPrimary} from '../../src/protocol.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import {captureLogger, fakeEdges, type FakeWorker} from '../helpers/fakes.js';
 

@@ -6,8 +6,9 @@ import type {AddressInfo} from 'node:net';
 import {setImmediate as nextTurn} from 'node:timers/promises';
 import {pEvent} from 'p-event';
 import {DEFAULT_WORKER_SETTINGS} from '../../src/settings.js';
-import {modeFor, ProcessDrain, type DrainSummary} from '../../src/worker/drain.js';
-import {Mode} from '../../src/worker/request-filter.js';
+import {ProcessDrain, type DrainSummary} from '../../src/worker/drain.js';
+import {modeFor} from '../../src/worker/phase.js';
+import {Mode} from '../../src/worker/filter.js';
 import {captureLogger, FakeClock} from '../helpers/fakes.js';
 import {client} from '../helpers/http.js';
 
@@ -28,11 +29,11 @@ async function rig(t: import('ava').ExecutionContext, {listen = false} = {}) {
 		resolveFinished = resolve;
 	});
 	drain.setHost({
-		progress(inflight, _served, _rejected, upgrades, streams) {
+		progress({inflight, upgrades, streams}) {
 			reports.push(inflight);
 			progress.push({inflight, upgrades, streams});
 		},
-		hooksStarting(_served: number, _rejected: number, proceed: () => void) {
+		hooksStarting(_counts, proceed: () => void) {
 			proceed();
 		},
 		finish(summary) {
@@ -154,8 +155,9 @@ test('a server attached in the middle of a drain joins in the current phase', as
 	late.listen(0, '127.0.0.1');
 	await pEvent(late, 'listening');
 	t.teardown(() => late.close());
-	const filter = r.drain.addServer(late);
-	t.true(filter.draining);
+	r.drain.addServer(late);
+	const rejected = await client(`http://127.0.0.1:${(late.address() as AddressInfo).port}/`);
+	t.is(rejected.statusCode, 503, 'rejects at once, as the others do');
 	t.true(late.listening, 'still listening in the reject phase');
 	r.clock.advance(1000);
 	t.false(late.listening, 'stops with the others');
@@ -217,7 +219,7 @@ test('the last hooks (the app\'s held signal listeners) run after the onShutdown
 	let proceeds = 0;
 	r.drain.setHost({
 		progress() {},
-		hooksStarting(served, rejected, proceed) {
+		hooksStarting({served, rejected}, proceed) {
 			order.push(`hooks message ${served}/${rejected}`);
 			proceeds++;
 			// The primary acknowledges later: nothing runs before.
@@ -302,7 +304,7 @@ test('an event stream left open never holds the drain: closed when the reject ph
 	t.is(r.drain.inflight, 1, 'serving: not sorted yet');
 	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 10_000});
 	t.is(r.drain.inflight, 0, 'sorted at the drain\'s start');
-	t.is(r.drain.streams, 1);
+	t.is(r.drain.counts.streams, 1);
 	const progress = r.progress.at(-1)!;
 	t.like(progress, {inflight: 0, upgrades: 0, streams: 1});
 	r.clock.advance(1000);

@@ -7,7 +7,9 @@ import http, {type IncomingMessage, type ServerResponse} from 'node:http';
 import https from 'node:https';
 import net, {type AddressInfo} from 'node:net';
 import {performance} from 'node:perf_hooks';
-import {Mode, RequestFilter, UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/request-filter.js';
+import {Mode} from '../../src/worker/filter.js';
+import {RequestFilter} from '../../src/worker/http1-filter.js';
+import {UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/long-lived.js';
 import {url} from '../../testkit/net.js';
 import {switchableCheck} from '../helpers/fakes.js';
 import {client, rawExchange, RawConnection, UPGRADE_REQUEST as UPGRADE} from '../helpers/http.js';
@@ -48,7 +50,7 @@ async function rig(t: import('ava').ExecutionContext): Promise<Rig> {
 		retryAfterSeconds: 7,
 		readinessPath: '/readyz',
 		livenessPath: '/livez',
-		onReject: request => state.rejectedUrls.push(request.url!),
+		onReject: request => state.rejectedUrls.push(request.path!),
 		onIdle() {
 			state.idleCalls++;
 			events.emit('idle');

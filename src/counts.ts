@@ -1,0 +1,48 @@
+/**
+ * What a drain counts, in one shape: a filter's, a process's (the sum of its
+ * filters), a worker's report to the primary (protocol.ts), the cluster's (the
+ * sum of the reports). One type and one way to add them up, so a count cannot
+ * be spelled differently on the two sides of the IPC channel.
+ */
+export interface Counts {
+	/** Requests (HTTP/2 streams) handed to the app whose response has not closed yet; long-lived ones apart. */
+	readonly inflight: number;
+	/** Responses to app requests that closed during the drain. */
+	readonly served: number;
+	/** Requests answered with the drain 503 (or, asking for an event stream, a `retry:` and an end). */
+	readonly rejected: number;
+	/** Upgraded connections (WebSockets) still open. Never counted in `inflight`. */
+	readonly upgrades: number;
+	/** Event-stream responses still open, once sorted out of `inflight` at drain time. */
+	readonly streams: number;
+}
+
+export const COUNT_NAMES = ['inflight', 'served', 'rejected', 'upgrades', 'streams'] as const satisfies ReadonlyArray<keyof Counts>;
+
+export const NO_COUNTS: Counts = {inflight: 0, served: 0, rejected: 0, upgrades: 0, streams: 0};
+
+/**
+ * The sum of `parts`; a part may be missing (a worker that never reported).
+ * Reads each field once: a filter's counts are getters.
+ */
+export function sumCounts(parts: Iterable<Counts | undefined>): Counts {
+	let inflight = 0;
+	let served = 0;
+	let rejected = 0;
+	let upgrades = 0;
+	let streams = 0;
+	for (const part of parts) {
+		if (part !== undefined) {
+			inflight += part.inflight;
+			served += part.served;
+			rejected += part.rejected;
+			upgrades += part.upgrades;
+			streams += part.streams;
+		}
+	}
+
+	return {inflight, served, rejected, upgrades, streams};
+}
+
+/** A plain copy of `counts` (a filter's getters read once), for a message or a log line. */
+export const copyCounts = (counts: Counts): Counts => sumCounts([counts]);

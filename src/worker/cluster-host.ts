@@ -1,0 +1,65 @@
+/**
+ * The drain's host under the graceful-cluster CLI: a cluster worker whose app
+ * called `attach()`. The primary drives it over IPC (channel.ts): the drain or
+ * retire message starts the drain, the counts go back as reports, and the
+ * worker exits once the primary has its `drained` message.
+ */
+import {performance} from 'node:perf_hooks';
+import {ExitCode} from '../exit-codes.js';
+import type {Logger} from '../logger.js';
+import {remaining} from '../timeline.js';
+import type {ReceivedDrain, WorkerChannel} from './channel.js';
+import type {ProcessDrain} from './drain.js';
+import {sendFinalMetrics} from './metrics.js';
+import {asHooks, getSignalListeners} from './signal-listeners.js';
+import {flushOutput} from './stdio.js';
+
+export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger): void {
+	// The bootstrap holds the app's signal listeners; they are our last hooks now.
+	const held = getSignalListeners();
+	if (held) {
+		held.owner = 'attach';
+		drain.setLastHooks(() => asHooks(held));
+	}
+
+	drain.setHost({
+		progress(counts) {
+			channel.send({type: 'inflight', ...counts});
+		},
+		covers(address) {
+			channel.send({type: 'covers', address});
+		},
+		hooksStarting({served, rejected}, proceed) {
+			// Acknowledged before the first hook: a hook's process.exit() cannot
+			// overtake it, so the primary knows no request was lost.
+			// The app's metrics go first: a hook's process.exit() must not lose them.
+			void sendFinalMetrics(channel).then(() => {
+				channel.send({type: 'hooks', served, rejected}, proceed);
+			});
+		},
+		finish(summary) {
+			void flushOutput().then(async () => sendFinalMetrics(channel)).then(() => {
+				logger.info(summary, 'worker drained');
+				// Exit only once the primary has the message: it tells a drained worker
+				// from one that crashed by this message alone.
+				channel.send({type: 'drained', ...summary}, () => process.exit(ExitCode.OK));
+			});
+		},
+	});
+	channel.stats = () => ({requests: drain.requests, inflight: drain.inflight});
+	channel.send({type: 'attached'});
+	const start = ({message, receivedAt}: ReceivedDrain): void => {
+		if (message.type === 'drain') {
+			// The message's timeline counts from when the bootstrap read it.
+			drain.begin(remaining(message, performance.now() - receivedAt));
+		} else {
+			drain.retire(message.lingerMs);
+		}
+	};
+
+	if (channel.drain) {
+		start(channel.drain);
+	} else {
+		channel.listeners.add(start);
+	}
+}

@@ -1,0 +1,68 @@
+/**
+ * Puts the right filter in front of an attached server: the HTTP/1.1 adapter
+ * for node:http and node:https servers, the HTTP/2 adapter for node:http2 ones
+ * (filter.ts `drainableKind`), and applies what is the server's own business
+ * before the first request: the keep-alive timeouts, which only HTTP/1.1 has.
+ */
+import type {Server} from 'node:http';
+import type {Logger} from '../logger.js';
+import type {WorkerSettings} from '../settings.js';
+import {drainableKind, type DrainableServer, type FilterOptions, type ServerFilter} from './filter.js';
+import {RequestFilter} from './http1-filter.js';
+import {Http2Filter, type Http2AnyServer} from './http2-filter.js';
+import type {Readiness} from './readiness.js';
+
+export interface FilterWiring {
+	readonly logger: Logger;
+	/** The app's readiness checks, run by the readiness probe while serving. */
+	readonly readiness?: Readiness | undefined;
+	/** The last request in flight of this server finished during a drain. */
+	readonly onIdle: () => void;
+}
+
+export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, readiness, onIdle}: FilterWiring): ServerFilter {
+	const options: FilterOptions = {
+		retryAfterSeconds: settings.retryAfterSeconds,
+		readinessPath: settings.readinessPath,
+		livenessPath: settings.livenessPath,
+		readiness,
+		// Only made when debug is on: at info, a rejected request costs no log call.
+		onReject: logger.isLevelEnabled('debug')
+			? request => {
+				logger.debug(request, 'request rejected');
+			}
+			: undefined,
+		onIdle,
+	};
+	// HTTP/2 ends connections with GOAWAY, not `Connection: close`: an adapter of its own.
+	if (drainableKind(server) === 'http2') {
+		return new Http2Filter(server as Http2AnyServer, options);
+	}
+
+	// The filter first: a second attach() of the server throws before its settings change.
+	const filter = new RequestFilter(server as Server, options);
+	tuneKeepAlive(server as Server, settings.keepAliveTimeoutMs);
+	return filter;
+}
+
+/**
+ * `--keep-alive-timeout` on an HTTP/1.1 server (an HTTP/2 session has no idle
+ * timeout unless the app sets one). 0 leaves the server's own values.
+ */
+function tuneKeepAlive(server: Server, keepAliveTimeoutMs: number): void {
+	if (keepAliveTimeoutMs <= 0) {
+		return;
+	}
+
+	server.keepAliveTimeout = keepAliveTimeoutMs;
+	// Node answers 408 to a client whose headers take longer than
+	// headersTimeout; below keepAliveTimeout that would hit an idle
+	// connection's next request (nodejs/node#27363).
+	if (server.headersTimeout <= keepAliveTimeoutMs) {
+		server.headersTimeout = keepAliveTimeoutMs + 1000;
+	}
+
+	if (server.requestTimeout > 0 && server.requestTimeout < server.headersTimeout) {
+		server.requestTimeout = server.headersTimeout;
+	}
+}

@@ -1,0 +1,86 @@
+/**
+ * The hook runner: the app's shutdown functions, run one after another once
+ * every request is done. The cluster host, standalone mode and the bootstrap
+ * (a worker whose app never attached) all run their hooks here, so they are
+ * logged the same way everywhere.
+ *
+ * Hooks are where a drain hangs unseen (a pool that never closes), so they are
+ * logged: when they start, once per hook still running after a second, and
+ * once if any is still running as the deadline nears.
+ */
+import {TimerGroup, type Clock} from '../clock.js';
+import type {Logger} from '../logger.js';
+
+export type ShutdownHook = () => unknown;
+
+/** A hook as the runner runs it: the app's `onShutdown()` functions, then its held signal listeners. */
+export interface NamedHook {
+	/** For the log: the function's name, or what it is when it has none. */
+	readonly name: string;
+	readonly run: () => unknown;
+}
+
+/** A hook still running after this long gets a line of its own. */
+export const SLOW_HOOK_MS = 1000;
+/**
+ * Warn when hooks still run this long before the deadline, or halfway from
+ * their start to it if that is later, so the log says which hook the kill will
+ * interrupt while there is still time to look.
+ */
+export const HOOK_DEADLINE_WARNING_MS = 5000;
+
+export interface HookRun {
+	readonly logger: Logger;
+	readonly clock: Clock;
+	/** `clock.now()` at which the deadline kills this process; undefined: unknown (a retire, a worker without attach()). */
+	readonly deadlineAt?: number | undefined;
+}
+
+export interface HooksOutcome {
+	/** Hooks that threw or rejected. */
+	readonly failed: number;
+}
+
+/** The app's `onShutdown()` functions as named hooks, in the order registered. */
+export function namedHooks(hooks: readonly ShutdownHook[]): NamedHook[] {
+	return hooks.map((hook, index) => ({name: hook.name || `onShutdown hook ${index + 1}`, run: hook}));
+}
+
+/** Runs `hooks` in order; one that throws or rejects is logged, and the rest still run. */
+export async function runHooks(hooks: readonly NamedHook[], {logger, clock, deadlineAt}: HookRun): Promise<HooksOutcome> {
+	const timers = new TimerGroup(clock);
+	logger.info({hooks: hooks.map(hook => hook.name)}, 'running shutdown hooks');
+	let running: NamedHook | undefined;
+	if (deadlineAt !== undefined) {
+		const left = deadlineAt - clock.now();
+		timers.timeout(() => {
+			if (running) {
+				logger.warn({hook: running.name, deadlineInMs: Math.max(0, Math.round(deadlineAt - clock.now()))}, 'shutdown hooks still running as the deadline nears');
+			}
+		}, Math.max(left - HOOK_DEADLINE_WARNING_MS, left / 2));
+	}
+
+	let failed = 0;
+	try {
+		for (const hook of hooks) {
+			running = hook;
+			const startedAt = clock.now();
+			const slow = timers.timeout(() => {
+				logger.warn({hook: hook.name, runningForMs: Math.round(clock.now() - startedAt)}, 'a shutdown hook is taking more than a second');
+			}, SLOW_HOOK_MS);
+			try {
+				// eslint-disable-next-line no-await-in-loop
+				await hook.run();
+			} catch (error) {
+				failed++;
+				logger.error({err: error, hook: hook.name}, 'a shutdown hook failed; running the rest');
+			}
+
+			timers.clear(slow);
+		}
+	} finally {
+		timers.clearAll();
+	}
+
+	return {failed};
+}

@@ -1,0 +1,342 @@
+/**
+ * The HTTP/1.1 adapter: sits in front of one `http.Server`'s (or
+ * `https.Server`'s) `'request'` event and decides, before any app code runs,
+ * whether a request is a probe (probes.ts), is rejected with a drain 503, or
+ * goes to the app (and is kept in the ledger as in flight, ledger.ts).
+ * What is HTTP/1.1's own stays here: `Connection: close` on each connection's
+ * last response, pipelining, bodies still arriving, `Expect: 100-continue`, and
+ * the `'upgrade'` event (long-lived.ts keeps the upgraded sockets).
+ *
+ * It overrides `server.emit` instead of wrapping the `'request'` listeners that
+ * exist at install time (terminus' approach), so listeners the app adds later are
+ * covered too. The same override sees the requests that never become
+ * `'request'` events: `'upgrade'` (WebSockets: rejected with the drain 503 in
+ * the reject phase, tracked as upgraded connections otherwise) and
+ * `'checkContinue'` (a no-op listener installed here makes Node emit it, so a
+ * rejected `Expect: 100-continue` gets its 503 without a `100 Continue` first).
+ *
+ * This runs for every request of every service that uses us: no closures or
+ * timers per request, state in plain fields, logging only when enabled.
+ */
+import type {IncomingMessage, Server, ServerResponse} from 'node:http';
+import net, {type Socket} from 'node:net';
+import {claimServer, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
+import {claimLast, closeAfterLast, watchQueued} from './http1-connections.js';
+import {Ledger} from './ledger.js';
+import {eventStreamRetryBody, ignoreError, isEventStreamResponse, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
+import {Probes, type ProbeAnswer} from './probes.js';
+
+export const REJECT_BODY = Buffer.from('Service Unavailable: the server is shutting down, retry the request.\n');
+
+type EmitRequest = (this: Server, event: 'request', request: unknown, response: unknown) => boolean;
+
+/**
+ * Installed on every filtered server so that Node emits `'checkContinue'`
+ * instead of writing `100 Continue` itself: the filter's emit decides (see
+ * `checkContinue`). Does nothing; a named function so that it can be found and removed.
+ */
+function gracefulClusterCheckContinue(): void {}
+
+/** True when the request carries a body (which may still be arriving). */
+function hasBody(request: IncomingMessage): boolean {
+	const {headers} = request;
+	return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
+}
+
+export class RequestFilter implements ServerFilter {
+	private mode: Mode = Mode.SERVING;
+	/**
+	 * Responses in flight, so that the drain can mark each connection's last one
+	 * with `Connection: close` if its headers are not sent yet (Node's own
+	 * `server.close()` does not: RESEARCH.md fact 4).
+	 */
+	private readonly ledger: Ledger<ServerResponse>;
+	private readonly probes: Probes;
+	private readonly upgraded = new Upgrades();
+	private readonly rejectHeaders: string[];
+	private readonly eventStreamHeaders: string[];
+	private readonly eventStreamBody: Buffer;
+	private readonly rejectUpgradeBytes: Buffer;
+	private readonly originalEmit: Server['emit'];
+	/** True while `intercept` runs for a `'checkContinue'`: no body is coming until we say so. */
+	private expectingContinue = false;
+	private readonly isOpen = (response: ServerResponse): boolean => this.ledger.has(response);
+	/** The mode as the probes read it when their checks are done; made once. */
+	private readonly currentMode = (): Mode => this.mode;
+
+	constructor(readonly server: Server, private readonly options: FilterOptions) {
+		claimServer(server);
+		this.ledger = new Ledger(options.onIdle);
+		this.probes = new Probes(options);
+		this.rejectHeaders = [
+			'Connection', 'close',
+			'Retry-After', String(options.retryAfterSeconds),
+			'Content-Type', 'text/plain; charset=utf-8',
+			'Content-Length', String(REJECT_BODY.length),
+			'Cache-Control', 'no-store',
+		];
+		this.eventStreamBody = eventStreamRetryBody(options.retryAfterSeconds);
+		this.eventStreamHeaders = [
+			'Connection', 'close',
+			'Content-Type', 'text/event-stream',
+			'Content-Length', String(this.eventStreamBody.length),
+			'Cache-Control', 'no-store',
+		];
+		this.rejectUpgradeBytes = Buffer.concat([
+			Buffer.from(`HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: ${options.retryAfterSeconds}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${REJECT_BODY.length}\r\nCache-Control: no-store\r\n\r\n`, 'latin1'),
+			REJECT_BODY,
+		]);
+		this.originalEmit = server.emit;
+		const filter = this;
+		const originalEmit = this.originalEmit;
+		// eslint-disable-next-line func-names
+		server.emit = function (this: Server, event: string | symbol, request?: unknown, response?: unknown): boolean {
+			if (event === 'request') {
+				if (filter.intercept(request as IncomingMessage, response as ServerResponse)) {
+					return true;
+				}
+
+				// Node emits 'request' with exactly (request, response): passing them
+				// on directly spares the per-request `arguments` object.
+				return (originalEmit as EmitRequest).call(this, event, request, response);
+			}
+
+			// Rare events from here on: a WebSocket handshake, an `Expect: 100-continue`.
+			if (event === 'upgrade') {
+				if (filter.upgrade(request as IncomingMessage, response as Socket)) {
+					return true;
+				}
+			} else if (event === 'checkContinue') {
+				return filter.checkContinue(request as IncomingMessage, response as ServerResponse);
+			}
+
+			// eslint-disable-next-line prefer-rest-params
+			return Reflect.apply(originalEmit, this, arguments) as boolean;
+		} as Server['emit'];
+		server.on('checkContinue', gracefulClusterCheckContinue);
+	}
+
+	get inflight(): number {
+		return this.ledger.inflight;
+	}
+
+	get served(): number {
+		return this.ledger.served;
+	}
+
+	get rejected(): number {
+		return this.ledger.rejected;
+	}
+
+	get requests(): number {
+		return this.ledger.requests;
+	}
+
+	/** Upgraded connections (WebSockets) still open. */
+	get upgrades(): number {
+		return this.upgraded.size;
+	}
+
+	/** Event streams still open, among those sorted out by `sortLongLived()`. */
+	get streams(): number {
+		return this.ledger.streams;
+	}
+
+	setMode(mode: Mode): void {
+		const wasServing = this.mode === Mode.SERVING;
+		this.mode = mode;
+		this.ledger.draining = mode !== Mode.SERVING;
+		if (wasServing && mode !== Mode.SERVING) {
+			for (const response of this.ledger.entries) {
+				closeAfterLast(response, this.isOpen);
+			}
+		}
+	}
+
+	/**
+	 * Keeping idle connections: `net.Server.prototype.close`, which unlike
+	 * `http.Server#close` leaves idle keep-alive connections open, so a client
+	 * about to reuse one gets its response (with `Connection: close`) instead of
+	 * a reset. Otherwise `http.Server#close`: in a cluster the primary stops
+	 * handing this worker connections (and closes the port once every worker
+	 * has), and the keep-alive connections idle now are dropped; the busy ones
+	 * carry `Connection: close` on their last response.
+	 */
+	stopAccepting(keepIdle: boolean): void {
+		if (keepIdle) {
+			net.Server.prototype.close.call(this.server);
+		} else {
+			this.server.close();
+		}
+	}
+
+	/**
+	 * Whatever is still connected has no request in flight: an idle keep-alive
+	 * socket, or a client that never finished sending its headers (slowloris).
+	 */
+	closeConnections(): void {
+		this.server.closeAllConnections();
+	}
+
+	sortLongLived(): void {
+		this.ledger.sortEventStreams(isEventStreamResponse);
+	}
+
+	/**
+	 * Ends the event streams still open (a clean end of a 200 stream: EventSource
+	 * reconnects, after its `retry`, to another pod) and closes the upgraded
+	 * connections (long-lived.ts).
+	 */
+	closeLongLived(reason: DrainReason): LongLivedClosed {
+		this.sortLongLived();
+		const streams = this.ledger.endEventStreams(endResponse);
+		return {upgrades: this.upgraded.close(reason), streams};
+	}
+
+	/** Restores the server's own `emit`. */
+	uninstall(): void {
+		if (this.server.emit !== this.originalEmit) {
+			this.server.emit = this.originalEmit;
+		}
+
+		this.server.removeListener('checkContinue', gracefulClusterCheckContinue);
+		releaseServer(this.server);
+	}
+
+	/** Returns true when the request was answered here and must not reach the app. */
+	private intercept(request: IncomingMessage, response: ServerResponse): boolean {
+		const probe = this.probes.match(request.url ?? '');
+		if (probe !== undefined) {
+			const answer = this.probes.answer(probe, this.currentMode);
+			if (answer instanceof Promise) {
+				void answer.then(later => {
+					// The client may have gone while the readiness checks ran.
+					if (!response.writableEnded && !response.destroyed) {
+						this.answer(request, response, later);
+					}
+				});
+			} else {
+				this.answer(request, response, answer);
+			}
+
+			return true;
+		}
+
+		// One comparison while serving (one fewer than before pipelining was handled;
+		// bench/filter-micro.js showed no change beyond noise): everything the drain
+		// does sits behind it.
+		if (this.mode !== Mode.SERVING) {
+			if (!claimLast(request)) {
+				return true;
+			}
+
+			if (this.mode === Mode.REJECT) {
+				this.reject(request, response);
+				return true;
+			}
+
+			response.setHeader('Connection', 'close');
+		}
+
+		this.ledger.add(response);
+		if (response.socket === null && request.socket) {
+			watchQueued(request, response, this.ledger.onClose);
+		}
+
+		return false;
+	}
+
+	/**
+	 * The drain 503: `Connection: close`, `Retry-After`, and the promise that the
+	 * app never saw the request. A request for an event stream gets a 200 stream
+	 * that ends at once after `retry: <ms>` instead: EventSource never retries a 503.
+	 */
+	private reject(request: IncomingMessage, response: ServerResponse): void {
+		this.ledger.rejected++;
+		this.options.onReject?.({method: request.method, path: request.url, remote: request.socket?.remoteAddress});
+		const stream = wantsEventStream(request.headers);
+		const body = stream ? this.eventStreamBody : REJECT_BODY;
+		response.writeHead(stream ? 200 : 503, stream ? this.eventStreamHeaders : this.rejectHeaders);
+		if (hasBody(request) && !this.expectingContinue) {
+			// Answer at once, but close only after reading the body: closing a socket
+			// with unread data in it sends an RST, and a client still uploading sees
+			// EPIPE or a reset instead of the 503 (RFC 9112 section 9.6).
+			response.write(body);
+			request.once('end', () => response.end());
+			request.resume();
+		} else {
+			// With `Expect: 100-continue` no body comes, since no `100 Continue` was
+			// sent: the 503 is the final answer, and Node discards whatever arrives
+			// before it closes the connection (`Connection: close`).
+			response.end(body);
+		}
+	}
+
+	/**
+	 * `'checkContinue'`: Node emits it (our listener is there) instead of
+	 * writing `100 Continue` before `'request'`. Rejecting, or when the app
+	 * listens for it too: the request goes through `intercept` (a reject answers
+	 * without `100 Continue`; otherwise it is counted and the app's listener
+	 * decides about the 100). Otherwise Node's own default: `100 Continue`, then
+	 * `'request'`, which the filter sees as any other.
+	 */
+	checkContinue(request: IncomingMessage, response: ServerResponse): boolean {
+		if (this.mode === Mode.REJECT || this.server.listenerCount('checkContinue') > 1) {
+			this.expectingContinue = true;
+			let answered: boolean;
+			try {
+				answered = this.intercept(request, response);
+			} finally {
+				this.expectingContinue = false;
+			}
+
+			return answered || Reflect.apply(this.originalEmit, this.server, ['checkContinue', request, response]) as boolean;
+		}
+
+		response.writeContinue();
+		return this.server.emit('request', request, response);
+	}
+
+	/**
+	 * `'upgrade'` (a WebSocket handshake; only emitted when the app listens for
+	 * it). Rejecting: the drain 503 on the raw socket, and the app's listeners
+	 * never see it. Otherwise it goes to the app, and the connection is counted
+	 * as upgraded until it closes. True when answered here.
+	 */
+	upgrade(request: IncomingMessage, socket: Socket): boolean {
+		if (this.mode === Mode.REJECT) {
+			this.ledger.rejected++;
+			this.options.onReject?.({method: request.method, path: request.url, remote: socket.remoteAddress});
+			// Node took its own listeners off the socket before emitting 'upgrade'.
+			socket.on('error', ignoreError);
+			socket.end(this.rejectUpgradeBytes, () => {
+				socket.destroy();
+			});
+			return true;
+		}
+
+		this.upgraded.track(request, socket);
+		return false;
+	}
+
+	/** A probe's answer; during a drain with `Connection: close`, if this request may still be answered (http1-connections.ts). */
+	private answer(request: IncomingMessage, response: ServerResponse, {status, body}: ProbeAnswer): void {
+		if (this.mode !== Mode.SERVING && !claimLast(request)) {
+			return;
+		}
+
+		response.writeHead(status, {
+			'Content-Type': 'text/plain; charset=utf-8',
+			'Content-Length': body.length,
+			'Cache-Control': 'no-store',
+			...(this.mode === Mode.SERVING ? {} : {Connection: 'close'}),
+		});
+		response.end(body);
+	}
+}
+
+function endResponse(response: ServerResponse): void {
+	if (!response.writableEnded) {
+		response.end();
+	}
+}

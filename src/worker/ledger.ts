@@ -1,0 +1,140 @@
+/**
+ * What one filter has open: the requests handed to the app whose response has
+ * not closed yet (an HTTP/1.1 `ServerResponse`, an HTTP/2 stream), the ones
+ * among them sorted out as event streams, and the drain's counts. Both
+ * protocol adapters keep their open requests here (http1-filter.ts,
+ * http2-filter.ts); the adapter decides what enters, the ledger keeps the books.
+ *
+ * Per request this is the hot path: an array write to add, an array write to
+ * take out, no closure, no allocation. The open entries sit in a dense array,
+ * each holding its index under SLOT; a Set hashed every response (about 75 ns
+ * a request, measured in bench/; docs/benchmarks.md). Event streams are found
+ * among the open entries at drain time only (`sortEventStreams`), never per
+ * request.
+ */
+
+/** Where an open entry sits in its ledger's `open` array. */
+const SLOT = Symbol('graceful-cluster.slot');
+type Slotted = {[SLOT]?: number | undefined};
+
+/** What a ledger can hold: anything that says when it closes (`'close'` fires for finished and aborted alike). */
+export interface Closable {
+	once(event: 'close', listener: () => void): unknown;
+	on(event: 'close', listener: (this: never) => void): unknown;
+}
+
+export class Ledger<T extends Closable> {
+	/** Responses to app requests that closed during the drain. */
+	served = 0;
+	/** Requests answered with the drain 503 (or, for an event stream, a `retry:` and an end). */
+	rejected = 0;
+	/**
+	 * Requests handed to the app since the filter was installed: one field
+	 * increment (no measurable cost: docs/benchmarks.md); the heartbeat reads it
+	 * once a second for `--max-requests`.
+	 */
+	requests = 0;
+	/** Set when the drain starts: from then on a closing entry counts as served, and the last one calls `onIdle`. */
+	draining = false;
+	/**
+	 * The one `'close'` listener for every entry, made once per ledger;
+	 * EventEmitter calls it with the entry as `this`. `'close'`, never
+	 * `'finish'`: a client that went away never finishes its response, and the
+	 * count would never reach zero (stoppable's bug).
+	 */
+	readonly onClose: (this: T) => void;
+	private readonly open: T[] = [];
+	/** Entries sorted out of `open` as event streams, still open. */
+	private readonly eventStreams = new Set<T>();
+
+	/** `onIdle`: the last entry in flight closed during a drain. */
+	constructor(onIdle: () => void) {
+		const ledger = this;
+		this.onClose = function (this: T) {
+			if (ledger.forget(this) && ledger.draining) {
+				ledger.served++;
+				if (ledger.open.length === 0) {
+					onIdle();
+				}
+			}
+		};
+	}
+
+	/** Requests in flight: open, event streams sorted out. */
+	get inflight(): number {
+		return this.open.length;
+	}
+
+	/** Event streams still open, among those sorted out by `sortEventStreams()`. */
+	get streams(): number {
+		return this.eventStreams.size;
+	}
+
+	/** The entries in flight, for a pass at drain time; not to be changed. */
+	get entries(): readonly T[] {
+		return this.open;
+	}
+
+	/** An entry handed to the app: in flight until its `'close'`. */
+	add(entry: T): void {
+		this.requests++;
+		(entry as Slotted)[SLOT] = this.open.length;
+		this.open.push(entry);
+		entry.on('close', this.onClose as (this: never) => void);
+	}
+
+	/** True while `entry` is in flight (not closed, not sorted out). */
+	has(entry: T): boolean {
+		return (entry as Slotted)[SLOT] !== undefined;
+	}
+
+	/**
+	 * Moves the entries in flight that `isEventStream` says are event streams
+	 * out of `inflight`, into `streams`: one pass, at drain time only. An entry
+	 * whose headers do not say so yet stays in flight until a later pass. Does
+	 * not call `onIdle`: the drain checks for idleness after sorting.
+	 */
+	sortEventStreams(isEventStream: (entry: T) => boolean): void {
+		// Backwards: `forget` moves the last entry into the freed slot, and that one
+		// has been looked at already.
+		for (let index = this.open.length - 1; index >= 0; index--) {
+			const entry = this.open[index]!;
+			if (isEventStream(entry) && this.forget(entry)) {
+				this.eventStreams.add(entry);
+				entry.once('close', () => {
+					this.eventStreams.delete(entry);
+				});
+			}
+		}
+	}
+
+	/** Calls `end` on each event stream still open; returns how many there were. */
+	endEventStreams(end: (entry: T) => void): number {
+		const count = this.eventStreams.size;
+		for (const entry of this.eventStreams) {
+			end(entry);
+		}
+
+		return count;
+	}
+
+	/**
+	 * Takes `entry` out of `open` (the last one moves into its place). False when
+	 * it was already out: its close was counted once.
+	 */
+	private forget(entry: T): boolean {
+		const index = (entry as Slotted)[SLOT];
+		if (index === undefined) {
+			return false;
+		}
+
+		(entry as Slotted)[SLOT] = undefined;
+		const last = this.open.pop()!;
+		if (last !== entry) {
+			this.open[index] = last;
+			(last as Slotted)[SLOT] = index;
+		}
+
+		return true;
+	}
+}

@@ -1,0 +1,242 @@
+/**
+ * Long-lived connections: upgraded sockets (WebSockets, socket.io) and event
+ * streams (`Content-Type: text/event-stream`). They stay open as long as the
+ * client likes, so they never hold a drain: they are counted apart from the
+ * requests in flight, the app is told when the drain starts (`onDrain`, with
+ * the time left and the close code that fits), and whatever is still open when
+ * the reject phase ends (a reload: when its linger ends) is closed here as
+ * cleanly as the protocol allows: a WebSocket close frame, an event stream's
+ * clean end (EventSource then reconnects, after its `retry`, to another pod).
+ *
+ * Nothing here runs per request: upgrades are rare events, event streams are
+ * found among the requests in flight at drain time (ledger.ts), by the
+ * `Content-Type` their response sent.
+ */
+import type {IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse} from 'node:http';
+import type {Socket} from 'node:net';
+import type {Clock} from '../clock.js';
+import type {Logger} from '../logger.js';
+
+/**
+ * Why long-lived connections are being closed, and the WebSocket close code
+ * that says so: 1001 "going away" for a shutdown, 1012 "service restart" for a
+ * reload (RFC 6455 section 7.4.1, IANA registry).
+ */
+export type DrainReason = 'shutdown' | 'reload';
+export const CLOSE_CODES: Readonly<Record<DrainReason, 1001 | 1012>> = {shutdown: 1001, reload: 1012};
+
+/** Long-lived connections a filter closed at the end of the reject phase (or of a reload's linger). */
+export interface LongLivedClosed {
+	readonly upgrades: number;
+	readonly streams: number;
+}
+
+/**
+ * How long an upgraded connection gets, after its WebSocket close frame, for the
+ * app's WebSocket library and the client to finish the closing handshake before
+ * it is destroyed. It does not hold the drain (the timer is unref'd).
+ */
+export const UPGRADE_CLOSE_WAIT_MS = 2000;
+
+// --- Event streams ---
+
+/** A `Content-Type` that makes a response an event stream. */
+const EVENT_STREAM = /^\s*text\/event-stream/i;
+const EVENT_STREAM_HEADER = /\r\ncontent-type:[ \t]*text\/event-stream/i;
+
+/** True when an HTTP/1.1 response is an event stream: its `Content-Type`, set or already sent. */
+export function isEventStreamResponse(response: ServerResponse): boolean {
+	const type = response.getHeader('content-type');
+	if (type !== undefined) {
+		return typeof type === 'string' && EVENT_STREAM.test(type);
+	}
+
+	// `writeHead(status, {...})` without an earlier `setHeader` sends its headers
+	// without storing them: read the header block that went out.
+	const header = (response as {_header?: unknown})._header;
+	return typeof header === 'string' && EVENT_STREAM_HEADER.test(header);
+}
+
+/** True when the headers an HTTP/2 stream sent make it an event stream. Names may be in any case on the `'stream'` API. */
+export function isEventStreamHeaders(sent: OutgoingHttpHeaders | undefined): boolean {
+	for (const name in sent) {
+		if (name.toLowerCase() === 'content-type') {
+			const type = sent[name];
+			return typeof type === 'string' && EVENT_STREAM.test(type);
+		}
+	}
+
+	return false;
+}
+
+/** True when the client asks for an event stream (EventSource sends `Accept: text/event-stream`). */
+export function wantsEventStream(headers: IncomingHttpHeaders): boolean {
+	const {accept} = headers;
+	return accept !== undefined && accept.includes('text/event-stream');
+}
+
+/**
+ * What a new event stream gets in the reject phase, in a 200 that ends at once:
+ * a 503 would make EventSource give up for good (WHATWG: any non-200 fails the
+ * connection); a 200 stream that ends makes it reconnect after `retry`, to
+ * another pod.
+ */
+export function eventStreamRetryBody(retryAfterSeconds: number): Buffer {
+	return Buffer.from(`retry: ${retryAfterSeconds * 1000}\n\n`);
+}
+
+// --- Upgraded connections ---
+
+/** A server-to-client WebSocket close frame (unmasked): FIN + opcode 8, the code, a short reason. */
+function closeFrame(code: number, reason: string): Buffer {
+	const text = Buffer.from(reason);
+	return Buffer.concat([Buffer.from([0x88, 2 + text.length, code >> 8, code & 0xFF]), text]);
+}
+
+const CLOSE_FRAMES: Readonly<Record<DrainReason, Buffer>> = {
+	shutdown: closeFrame(CLOSE_CODES.shutdown, 'server shutting down'),
+	reload: closeFrame(CLOSE_CODES.reload, 'server restarting'),
+};
+
+export function ignoreError(): void {}
+
+/** The upgraded connections of one server, each with whether it is a WebSocket. */
+export class Upgrades {
+	private readonly open = new Map<Socket, boolean>();
+
+	get size(): number {
+		return this.open.size;
+	}
+
+	/** An upgrade the app takes: counted until its socket closes. */
+	track(request: IncomingMessage, socket: Socket): void {
+		const upgrade = request.headers.upgrade;
+		this.open.set(socket, upgrade !== undefined && upgrade.toLowerCase() === 'websocket');
+		socket.once('close', () => {
+			this.open.delete(socket);
+		});
+	}
+
+	/**
+	 * Closes every upgraded connection: a WebSocket gets a close frame with the
+	 * reason's code where one can be written safely, then its library and the
+	 * client have `UPGRADE_CLOSE_WAIT_MS` to finish the closing handshake.
+	 * Returns how many there were.
+	 */
+	close(reason: DrainReason): number {
+		const count = this.open.size;
+		const closing: Socket[] = [];
+		for (const [socket, webSocket] of this.open) {
+			if (sendCloseFrame(socket, webSocket ? CLOSE_FRAMES[reason] : undefined)) {
+				closing.push(socket);
+			}
+		}
+
+		// One timer for all of them (10,000 WebSockets are 10,000 sockets, not 10,000 timers).
+		if (closing.length > 0) {
+			setTimeout(destroyAll, UPGRADE_CLOSE_WAIT_MS, closing).unref();
+		}
+
+		return count;
+	}
+}
+
+/**
+ * Starts closing one upgraded connection. A WebSocket gets `frame` (its close
+ * frame) if the handshake answer went out and the connection is still
+ * writable: the app's library writes whole frames in one go, and a control
+ * frame may come between the fragments of a message (RFC 6455 section 5.4), so
+ * the frame lands on a frame boundary. Then the library and the client close
+ * it (true: the caller destroys it if they have not after
+ * `UPGRADE_CLOSE_WAIT_MS`). Anything else is destroyed now (false).
+ */
+function sendCloseFrame(socket: Socket, frame: Buffer | undefined): boolean {
+	if (frame === undefined || !socket.writable || socket.writableEnded || socket.bytesWritten === 0) {
+		socket.destroy();
+		return false;
+	}
+
+	socket.on('error', ignoreError);
+	socket.write(frame);
+	return true;
+}
+
+function destroyAll(sockets: readonly Socket[]): void {
+	for (const socket of sockets) {
+		socket.destroy();
+	}
+}
+
+// --- The onDrain notice ---
+
+/** What an `onDrain` listener is told, once, when the drain starts or a reload retires the worker. */
+export interface DrainNotice {
+	/** `'shutdown'`: the process is going away (SIGTERM); `'reload'`: replaced by a new worker. */
+	readonly reason: DrainReason;
+	/**
+	 * Milliseconds from this call until graceful-cluster closes the upgraded
+	 * connections and event streams still open (the end of the reject phase; a
+	 * reload's linger). Close yours before then, spread out if you like.
+	 */
+	readonly closeInMs: number;
+	/** The WebSocket close code that fits the reason: 1001 (going away) or 1012 (service restart). */
+	readonly closeCode: 1001 | 1012;
+}
+
+export type DrainListener = (notice: DrainNotice) => unknown;
+
+/**
+ * The app's `onDrain` listeners. Each is told once: when the drain starts (or
+ * a reload retires the worker), or at once (on the next tick) if it is added
+ * after that. One that throws or rejects is logged, never fatal.
+ */
+export class DrainNotices {
+	private readonly listeners: DrainListener[] = [];
+	/** The reason and the `clock.now()` moment long-lived connections are closed, once the drain began. */
+	private closing: {readonly reason: DrainReason; readonly at: number} | undefined;
+
+	constructor(private readonly clock: Clock, private readonly logger: Logger) {}
+
+	/** Why long-lived connections are closed, once the drain or retire began. */
+	get reason(): DrainReason | undefined {
+		return this.closing?.reason;
+	}
+
+	add(listener: DrainListener): void {
+		if (typeof listener !== 'function') {
+			throw new TypeError('graceful-cluster: onDrain() takes a function.');
+		}
+
+		this.listeners.push(listener);
+		if (this.closing) {
+			setImmediate(() => {
+				this.notify(listener);
+			});
+		}
+	}
+
+	/** The drain began: long-lived connections are closed at `closeAt` (`clock.now()` time). Tells every listener. */
+	start(reason: DrainReason, closeAt: number): void {
+		this.closing = {reason, at: closeAt};
+		for (const listener of this.listeners) {
+			this.notify(listener);
+		}
+	}
+
+	private notify(listener: DrainListener): void {
+		const {reason, at} = this.closing!;
+		const notice: DrainNotice = {reason, closeInMs: Math.max(0, Math.round(at - this.clock.now())), closeCode: CLOSE_CODES[reason]};
+		const failed = (error: unknown): void => {
+			this.logger.error({err: error, listener: listener.name || 'anonymous'}, 'an onDrain listener failed');
+		};
+
+		try {
+			const result = listener(notice);
+			if (result instanceof Promise) {
+				result.catch(failed);
+			}
+		} catch (error) {
+			failed(error);
+		}
+	}
+}
