@@ -3,62 +3,37 @@
 //   node bench/health.js memory [workers=4]      RSS per worker, --hung-stack on vs off
 //   node bench/health.js primary [workers=16] <baseDist>  the primary's CPU with every worker beating vs a build without heartbeats
 //   node bench/health.js counter <distA> <distB> attach() hello-world req/s and p99, two builds alternating
+//   node bench/health.js --help
 //
-// Run after `npm run build`; the CLI under test is ../dist.
-import {execFileSync, spawn} from 'node:child_process';
+// Run after `npm run build`; the CLI under test is ../dist. Every process is
+// started through lib/proc.js (the test kit's process groups), and every group
+// is killed when the run ends or is interrupted.
 import {readFileSync} from 'node:fs';
 import http from 'node:http';
-import {setTimeout as delay} from 'node:timers/promises';
+import path from 'node:path';
 import process from 'node:process';
+import {pathToFileURL} from 'node:url';
+import {cpuMs, killAll, killAllOnSignal, paths, sleep, start, useDist, waitExit} from './lib/proc.js';
 import {fmt, percentile, summary} from './lib/stats.js';
 
-const CLI = new URL('../dist/src/cli.js', import.meta.url).pathname;
 const APP = new URL('../test/fixtures/health.mjs', import.meta.url).pathname;
+useDist(new URL('../dist', import.meta.url).pathname);
 
-/** Starts the CLI; resolves with the child and its workers' pids once all listen. */
-async function cluster(args, workers, cli = CLI) {
-	const child = spawn(process.execPath, [cli, '--workers', String(workers), '--reject-period', '0', ...args, APP], {stdio: ['ignore', 'pipe', 'inherit'], detached: true});
-	const pids = [];
-	let port;
-	let buffer = '';
-	await new Promise((resolve, reject) => {
-		child.stdout.on('data', chunk => {
-			buffer += chunk;
-			let newline;
-			while ((newline = buffer.indexOf('\n')) !== -1) {
-				const line = buffer.slice(0, newline);
-				buffer = buffer.slice(newline + 1);
-				try {
-					const parsed = JSON.parse(line);
-					if (parsed.msg === 'worker listening') {
-						pids.push(parsed.workerPid);
-						port = Number(String(parsed.address).split(':').pop());
-						if (pids.length === workers) {
-							resolve();
-						}
-					}
-				} catch {}
-			}
-		});
-		child.once('exit', () => reject(new Error('the CLI exited early')));
-	});
-	child.stdout.resume();
+/** Starts a CLI on the fixture; resolves once every worker listens, with their pids. */
+async function cluster(args, workers, cli = paths.cli) {
+	const proc = start([cli, '--workers', String(workers), '--reject-period', '0', ...args, APP]);
+	await proc.msg('worker listening', {count: workers});
 	return {
-		child, pids, port,
+		proc,
+		pids: proc.lines.filter(line => line.msg === 'worker listening').map(line => line.workerPid),
 		async stop() {
-			process.kill(-child.pid, 'SIGTERM');
-			await new Promise(resolve => {
-				child.once('exit', resolve);
-			});
+			proc.signal('SIGTERM');
+			await waitExit(proc);
 		},
 	};
 }
 
 const rssKb = pid => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
-const cpuTicks = pid => {
-	const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-	return Number(fields[11]) + Number(fields[12]);
-};
 
 async function memory(workers = 4, rounds = 3) {
 	const rss = {off: [], on: []};
@@ -66,8 +41,9 @@ async function memory(workers = 4, rounds = 3) {
 		for (const mode of round % 2 === 0 ? ['off', 'on'] : ['on', 'off']) {
 			// eslint-disable-next-line no-await-in-loop
 			const c = await cluster(['--hung-stack', mode], workers);
+			// Not a wait for anything: the figure is the RSS of a worker idle for 3 s.
 			// eslint-disable-next-line no-await-in-loop
-			await delay(3000);
+			await sleep(3000);
 			rss[mode].push(...c.pids.map(pid => rssKb(pid) / 1024));
 			// eslint-disable-next-line no-await-in-loop
 			await c.stop();
@@ -80,19 +56,19 @@ async function memory(workers = 4, rounds = 3) {
 }
 
 async function primary(workers, baseDist, seconds = 20, rounds = 2) {
-	const hz = Number(execFileSync('getconf', ['CLK_TCK'], {encoding: 'utf8'}));
 	const used = {'30s': [], 0: []};
 	for (let round = 0; round < rounds; round++) {
 		for (const timeout of round % 2 === 0 ? ['30s', '0'] : ['0', '30s']) {
 			// '0': the build before heartbeats (its workers send nothing).
 			// eslint-disable-next-line no-await-in-loop
 			const c = timeout === '0' ? await cluster([], workers, `${baseDist}/src/cli.js`) : await cluster(['--worker-timeout', timeout], workers);
+			// Not waits for anything: 3 s for the start-up to settle, then the window measured.
 			// eslint-disable-next-line no-await-in-loop
-			await delay(3000);
-			const before = cpuTicks(c.child.pid);
+			await sleep(3000);
+			const before = cpuMs([c.proc.pid]);
 			// eslint-disable-next-line no-await-in-loop
-			await delay(seconds * 1000);
-			used[timeout].push((cpuTicks(c.child.pid) - before) / hz / seconds * 100);
+			await sleep(seconds * 1000);
+			used[timeout].push((cpuMs([c.proc.pid]) - before) / (seconds * 1000) * 100);
 			// eslint-disable-next-line no-await-in-loop
 			await c.stop();
 		}
@@ -101,18 +77,17 @@ async function primary(workers, baseDist, seconds = 20, rounds = 2) {
 	console.log(`primary CPU, ${workers} idle workers, ${rounds} rounds of ${seconds} s: heartbeats and watchdog (--worker-timeout 30s, ${workers} IPC messages/s) ${fmt(summary(used['30s']), {decimals: 2, unit: '%'})} of one core; the build without heartbeats ${fmt(summary(used[0]), {decimals: 2, unit: '%'})}`);
 }
 
-/** A hello-world attach() server from `dist`, in its own process. */
-function server(dist) {
+/** A hello-world attach() server from `dist`, in its own process; resolves once it listens, with its port. */
+async function server(dist) {
 	const code = `
 		import http from 'node:http';
-		const {attach} = await import(${JSON.stringify(`${dist}/src/worker/index.js`)});
+		const {attach} = await import(${JSON.stringify(pathToFileURL(`${dist}/src/worker/index.js`).href)});
 		const s = http.createServer((q, r) => r.end('hello'));
 		attach(s);
-		s.listen(0, () => process.send(s.address().port));`;
-	const child = spawn(process.execPath, ['--input-type=module', '-e', code], {stdio: ['ignore', 'ignore', 'inherit', 'ipc']});
-	return new Promise(resolve => {
-		child.once('message', port => resolve({child, port}));
-	});
+		s.listen(0, () => console.log(JSON.stringify({msg: 'bench server listening', port: s.address().port})));`;
+	const proc = start(['--input-type=module', '-e', code]);
+	const {port} = await proc.msg('bench server listening');
+	return {proc, port};
 }
 
 async function load(port, ms, connections = 20) {
@@ -121,7 +96,7 @@ async function load(port, ms, connections = 20) {
 	const until = performance.now() + ms;
 	const loop = async () => {
 		while (performance.now() < until) {
-			const start = performance.now();
+			const sentAt = performance.now();
 			// eslint-disable-next-line no-await-in-loop
 			await new Promise((resolve, reject) => {
 				http.get({port, host: '127.0.0.1', agent, path: '/'}, response => {
@@ -129,7 +104,7 @@ async function load(port, ms, connections = 20) {
 					response.on('end', resolve);
 				}).on('error', reject);
 			});
-			latencies.push(performance.now() - start);
+			latencies.push(performance.now() - sentAt);
 		}
 	};
 
@@ -144,14 +119,14 @@ async function counter(distA, distB, rounds = 8) {
 	for (let round = 0; round < rounds; round++) {
 		for (const dist of round % 2 === 0 ? [distA, distB] : [distB, distA]) {
 			// eslint-disable-next-line no-await-in-loop
-			const {child, port} = await server(dist);
+			const {proc, port} = await server(dist);
 			// eslint-disable-next-line no-await-in-loop
 			await load(port, 500);
 			// eslint-disable-next-line no-await-in-loop
 			const {rps, p99} = await load(port, 2000);
 			result[dist].rps.push(rps);
 			result[dist].p99.push(p99);
-			child.kill();
+			proc.stop();
 		}
 	}
 
@@ -163,25 +138,26 @@ async function counter(distA, distB, rounds = 8) {
 	console.log(`B/A per round: req/s ${ratio('rps', 'median').toFixed(3)}x (${ratio('rps', 'min').toFixed(2)}-${ratio('rps', 'max').toFixed(2)}), p99 ${ratio('p99', 'median').toFixed(3)}x (${ratio('p99', 'min').toFixed(2)}-${ratio('p99', 'max').toFixed(2)})`);
 }
 
+const USAGE = `usage: node bench/health.js memory [workers=4]              RSS per worker, --hung-stack on vs off (3 rounds, about 30 s)
+       node bench/health.js primary [workers=16] <baseDist>  the primary's CPU, heartbeats vs a build without (2 rounds of 20 s each side)
+       node bench/health.js counter <distA> <distB>         attach() hello-world req/s and p99, two builds alternating (8 rounds of 2 s each)`;
+
+killAllOnSignal();
 const [what, ...rest] = process.argv.slice(2);
-switch (what) {
-	case 'memory': {
+// The builds are paths from where the command runs (path.resolve): the children run in the repository.
+try {
+	if (what === 'memory') {
 		await memory(Number(rest[0] ?? 4));
-		break;
-	}
-
-	case 'primary': {
-		await primary(Number(rest[0] ?? 16), rest[1]);
-		break;
-	}
-
-	case 'counter': {
-		await counter(rest[0], rest[1]);
-		break;
-	}
-
-	default: {
-		console.error('usage: node bench/health.js memory|primary|counter ...');
+	} else if (what === 'primary' && rest[1] !== undefined) {
+		await primary(Number(rest[0] ?? 16), path.resolve(rest[1]));
+	} else if (what === 'counter' && rest[1] !== undefined) {
+		await counter(path.resolve(rest[0]), path.resolve(rest[1]));
+	} else if (what === '--help' || what === '-h') {
+		console.log(USAGE);
+	} else {
+		console.error(USAGE);
 		process.exitCode = 2;
 	}
+} finally {
+	killAll();
 }

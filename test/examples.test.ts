@@ -4,11 +4,11 @@
 // their first rolling update.
 import path from 'node:path';
 import {performance} from 'node:perf_hooks';
-import {setTimeout as sleep} from 'node:timers/promises';
 import test from 'ava';
 import type {Response} from 'got';
 import {HandshakeRejected, openEventSource, openWs} from '../testkit/long-lived.js';
 import {url} from '../testkit/net.js';
+import {eventually, waitUntil} from '../testkit/proc.js';
 import {ROOT, startCluster} from './helpers/cluster.js';
 import {client, RawConnection} from './helpers/http.js';
 
@@ -139,7 +139,8 @@ test.serial('WebSocket (ws): examples/websocket/server.js closes its WebSockets 
 			}
 		}
 	});
-	await sleep(300);
+	// The signal comes under load: once the clients have echoed as many messages as there are clients.
+	await waitUntil(() => echoed >= sockets.length, {timeout: 10_000, what: 'the echo load under way'});
 
 	const signalledAt = performance.now();
 	app.kill('SIGTERM');
@@ -172,7 +173,8 @@ test.serial('Server-sent events: examples/sse/server.js ends its streams through
 	await Promise.all(sources.map(async source => source.opened));
 	const hello = await load(app.port, '/', LOAD);
 	t.true(hello.every(response => response.statusCode === 200));
-	await sleep(600);
+	// Each stream ticks every 250 ms: until each has ticked twice (bounded; the assertion says if not).
+	await eventually(() => sources.every(source => source.messages.length >= 2), {timeout: 10_000, interval: 20});
 	t.true(sources.every(source => source.messages.length >= 2), 'every stream ticks');
 
 	app.kill('SIGTERM');

@@ -280,6 +280,7 @@ export class Load {
 			});
 			this.tally.add(classify(reply, body => body === (post ? String(POST_BODY.length) : 'hello')), post ? 'POST /echo' : 'GET /', reply);
 			if (this.options.thinkMs > 0) {
+				// The client's think time: the load's pace, not a wait for anything.
 				// eslint-disable-next-line no-await-in-loop
 				await sleep(this.options.thinkMs);
 			}
@@ -346,11 +347,13 @@ export class WsLoad {
 			} catch (error) {
 				if (error instanceof HandshakeRejected && error.status === 503 && error.headers['retry-after'] !== undefined) {
 					this.counts.retriedAfter503++;
+					// What a reconnecting client does: it waits as long as Retry-After says.
 					// eslint-disable-next-line no-await-in-loop
 					await sleep(Number(error.headers['retry-after']) * 1000);
 				} else if (this.running) {
 					this.counts.failedConnects++;
 					this.failures.push(error instanceof HandshakeRejected ? `handshake ${error.status}` : String((error as NodeJS.ErrnoException).code ?? error));
+					// A reconnecting client's back-off after a failed handshake.
 					// eslint-disable-next-line no-await-in-loop
 					await sleep(200);
 				}
@@ -523,8 +526,9 @@ export interface RunOptions {
 	readonly requestTimeoutMs?: number;
 	readonly longRequests?: number;
 	readonly longMs?: number;
+	/** Steady load before the signal, for the run to have a stretch before it: a period of the scenario, not a wait for anything. @default 1500 */
 	readonly warmupMs?: number;
-	/** Earliest start of the replacement, after the signal (it also waits for the port to be free). */
+	/** Earliest start of the replacement, after the signal (it also waits for the port to be free): a period of the scenario, not a wait for anything. @default 3000 */
 	readonly replacementDelayMs?: number;
 	/** Requests the replacement must serve before the load stops. */
 	readonly replacementRequests?: number;

@@ -164,6 +164,18 @@ export function killAll() {
 	}
 }
 
+/** On SIGINT or SIGTERM: `killAll()`, then exit 130, so that an interrupted run leaves no server behind (they are not in the terminal's process group). */
+export function killAllOnSignal() {
+	const onSignal = signal => {
+		killAll();
+		process.stderr.write(`bench: ${signal}, servers stopped\n`);
+		process.exit(130);
+	};
+
+	process.on('SIGINT', onSignal);
+	process.on('SIGTERM', onSignal);
+}
+
 /** Bounded wait for a child's exit; SIGKILLs its group on timeout. */
 export async function waitExit(proc, timeoutMs = 15_000) {
 	const result = await proc.group.exitWithin(timeoutMs);

@@ -1,8 +1,8 @@
 // Hung workers, readiness checks and recycling, through the real CLI.
 import {setTimeout as delay} from 'node:timers/promises';
 import test, {type ExecutionContext} from 'ava';
-import {url} from '../../testkit/net.js';
-import {isAlive} from '../../testkit/proc.js';
+import {freePort, url} from '../../testkit/net.js';
+import {isAlive, waitUntil} from '../../testkit/proc.js';
 import {fixture, startCluster, type LogLine} from '../helpers/cluster.js';
 import {client} from '../helpers/http.js';
 import {steadyLoad} from '../helpers/load.js';
@@ -32,12 +32,40 @@ async function sample(port: number, ms: number): Promise<{pids: Map<number, numb
 
 const listeningPids = (lines: readonly LogLine[]): number[] => lines.filter(line => line.msg === 'worker listening').map(line => Number(line['workerPid']));
 
+/** The workers as /status on the --metrics port shows them: `heartbeatAgeMs` is null before a worker's first heartbeat. */
+async function workerStatus(metricsPort: number): Promise<Array<{pid: number; heartbeatAgeMs: number | null}>> {
+	return (JSON.parse((await client(url(metricsPort, '/status'))).body) as {workers: Array<{pid: number; heartbeatAgeMs: number | null}>}).workers;
+}
+
+/** Starts the cluster with a --metrics port, for /status; resolves once every worker has sent its first heartbeat (a second apart, from its main loop). */
+async function startBeating(t: ExecutionContext, options: string[], workers = 2) {
+	const metricsPort = await freePort();
+	const app = await startCluster(t, [...options, '--metrics', `127.0.0.1:${metricsPort}`], APP, {workers});
+	await waitUntil(async () => {
+		const status = await workerStatus(metricsPort);
+		return status.length === workers && status.every(worker => worker.heartbeatAgeMs !== null);
+	}, {timeout: 10_000, what: 'every worker\'s first heartbeat'});
+	return Object.assign(app, {metricsPort});
+}
+
+/**
+ * Resolves with the pid of the worker whose event loop a /spin has blocked: the
+ * first whose heartbeat is overdue by half a period (1500 ms since the last; a
+ * loop that runs beats every 1000 ms).
+ */
+async function spinningWorker(metricsPort: number): Promise<number> {
+	let pid: number | undefined;
+	await waitUntil(async () => {
+		pid = (await workerStatus(metricsPort)).find(worker => (worker.heartbeatAgeMs ?? 0) >= 1500)?.pid;
+		return pid !== undefined;
+	}, {timeout: 10_000, what: 'a worker\'s heartbeat overdue (the /spin under way)'});
+	return pid!;
+}
+
 test.serial('a while(true) worker is killed within --worker-timeout + a few seconds, its stack in the log; a replacement serves, the other worker throughout', async t => {
-	const app = await startCluster(t, ['--worker-timeout', '3s', '--hung-stack', 'on', '--reject-period', '300ms'], APP);
+	// After each worker's first heartbeat: its counts are in the kill's log line.
+	const app = await startBeating(t, ['--worker-timeout', '3s', '--hung-stack', 'on', '--reject-period', '300ms']);
 	const [first, second] = listeningPids(app.lines);
-	// Each worker's first heartbeat: its counts are in the kill's log line.
-	await app.waitForLog('worker listening', {count: 2});
-	await delay(1200);
 	// Which worker takes the /spin is round-robin's choice: the hung one is whichever stops answering.
 	const spinAt = Date.now();
 	void client(url(app.port, '/spin'), {timeout: {request: 15_000}}).catch(() => {});
@@ -83,6 +111,9 @@ test.serial('a worker busy for seconds in slices, yielding between them, is left
 	const app = await startCluster(t, ['--worker-timeout', '3s', '--reject-period', '300ms'], APP, {workers: 1});
 	const response = await client(url(app.port, '/busy?ms=7000'));
 	t.is(response.body, 'done');
+	// Not a race: that nothing happens is the point. The watchdog looks once a
+	// second, so a kill for the busy spell would come within a second of its end;
+	// 1.5 s covers that look with room to spare.
 	await delay(1500);
 	t.falsy(app.lines.find(line => line.msg === HUNG), app.text());
 	t.is(app.lines.filter(line => line.msg === 'worker started').length, 1);
@@ -91,20 +122,25 @@ test.serial('a worker busy for seconds in slices, yielding between them, is left
 });
 
 test.serial('during a drain a hung worker is killed at --worker-timeout, and the drain\'s outcome says so', async t => {
-	const app = await startCluster(t, ['--worker-timeout', '3s', '--reject-period', '1s', '--grace-period', '30s'], APP);
+	const app = await startBeating(t, ['--worker-timeout', '3s', '--reject-period', '1s', '--grace-period', '30s']);
 	void client(url(app.port, '/spin'), {timeout: {request: 15_000}}).catch(() => {});
-	await delay(300);
+	// The signal comes once the spin has begun (a request not yet taken would be
+	// turned away with a 503), and over a second before the watchdog's 3 s.
+	const spinning = await spinningWorker(app.metricsPort);
 	const signalAt = Date.now();
 	app.kill('SIGTERM');
 	const hung = await app.waitForLog(HUNG, {timeout: 10_000});
+	t.is(hung['workerPid'], spinning);
 	const finished = await app.waitForLog('drain finished');
 	t.true(Date.now() - signalAt < 8000, 'long before the 30 s grace period');
-	t.like(finished, {outcome: 'forced', exitCode: 5, lost: [{workerPid: hung['workerPid'], killedFor: 'hung'}]});
+	t.like(finished, {outcome: 'forced', exitCode: 5, lost: [{workerPid: spinning, killedFor: 'hung'}]});
 	t.is((await app.exited).code, 5, app.text());
 });
 
 test.serial('readiness checks: pass, throw, reject, false, time out (sharing one run), recover; /livez never runs them; a drain answers 503 at once', async t => {
-	const app = await startCluster(t, ['--check-timeout', '500ms', '--reject-period', '2s', '--grace-period', '10s'], APP, {workers: 1, env: {FIXTURE_CHECKS: '1'}});
+	// --check-timeout 1s: a check run takes that long, so the drain's answer, given
+	// without one, is told apart from it by a bound a loaded machine meets.
+	const app = await startCluster(t, ['--check-timeout', '1s', '--reject-period', '2s', '--grace-period', '10s'], APP, {workers: 1, env: {FIXTURE_CHECKS: '1'}});
 	const ready = async () => client(url(app.port, '/readyz'));
 	const set = async (mode: string) => client(url(app.port, `/set?db=${mode}`));
 	t.like(await ready(), {statusCode: 200, body: 'ready\n'});
@@ -121,20 +157,22 @@ test.serial('readiness checks: pass, throw, reject, false, time out (sharing one
 	const probes = await Promise.all([ready(), ready(), ready()]);
 	const took = Date.now() - startedAt;
 	for (const probe of probes) {
-		t.like(probe, {statusCode: 503, body: 'db: timed out after 500 ms\n'});
+		t.like(probe, {statusCode: 503, body: 'db: timed out after 1000 ms\n'});
 	}
 
-	t.true(took >= 450 && took < 2000, `bounded by --check-timeout: ${took} ms`);
+	t.true(took >= 950 && took < 2500, `bounded by --check-timeout: ${took} ms`);
 	t.is(Number((await client(url(app.port, '/runs'))).body) - runsBefore, 1, 'three probes, one run');
 	await set('ok');
 	t.like(await ready(), {statusCode: 200, body: 'ready\n'});
 	await set('slow');
 	app.kill('SIGTERM');
-	await app.waitForLog('drain started');
-	await delay(100);
+	// The worker's line: the primary logs 'drain started' before the worker has the news.
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'drain started');
 	const drainProbeAt = Date.now();
 	t.like(await ready(), {statusCode: 503, body: 'draining\n'});
-	t.true(Date.now() - drainProbeAt < 300, 'at once, without running the checks');
+	// Running the (slow) check would take the 1 s --check-timeout.
+	const drainProbeMs = Date.now() - drainProbeAt;
+	t.true(drainProbeMs < 800, `at once, without running the checks: ${drainProbeMs} ms`);
 	t.is((await app.exited).code, 0, app.text());
 });
 

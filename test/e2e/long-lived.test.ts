@@ -4,9 +4,9 @@
 // test/fixtures/long-lived.mjs, with and without handle.onDrain().
 import test from 'ava';
 import {performance} from 'node:perf_hooks';
-import {setTimeout as sleep} from 'node:timers/promises';
 import {url} from '../../testkit/net.js';
 import {ABNORMAL_CLOSE, HandshakeRejected, openEventSource, openSocketIo, openWs} from '../../testkit/long-lived.js';
+import {eventually} from '../../testkit/proc.js';
 import {fixture, startCluster, type LogLine} from '../helpers/cluster.js';
 import {client, rawExchange, UPGRADE_REQUEST} from '../helpers/http.js';
 
@@ -14,6 +14,9 @@ const REJECT_MS = 2000;
 const APP = fixture('long-lived.mjs');
 
 const isWorker = (message: string) => (line: LogLine) => line.role === 'worker' && line.msg === message;
+
+/** Until what the clients recorded shows `condition`, at most 10 s; the assertions after it say what was there if it never did. */
+const clientsSaw = async (condition: () => boolean): Promise<boolean> => eventually(condition, {timeout: 10_000, interval: 20});
 
 test.serial('left to graceful-cluster: new upgrades, 100-continue and event streams are turned away in the reject phase; open WebSockets get 1001 and streams end when it ends; hooks run, exit 0', async t => {
 	t.timeout(60_000);
@@ -67,7 +70,8 @@ test.serial('left to graceful-cluster: new upgrades, 100-continue and event stre
 		t.true(afterSignal > REJECT_MS - 300 && afterSignal < REJECT_MS + 1500, `closed ${Math.round(afterSignal)} ms after SIGTERM`);
 	}
 
-	await sleep(300);
+	// socket.io and EventSource notice the end of their connections in their own time.
+	await clientsSaw(() => socketIo.disconnects.length > 0 && events.errors.length > 0);
 	t.deepEqual(socketIo.disconnects.map(disconnect => disconnect.reason), ['transport close'], 'socket.io sees a transport close, so it reconnects');
 	t.true(events.errors.length > 0, 'the stream ended');
 	t.not(events.source.readyState, events.source.CLOSED, 'EventSource is reconnecting, not failed');
@@ -109,7 +113,8 @@ test.serial('with handle.onDrain(): the app closes its WebSockets (1001) and str
 		t.true(close.at - signalledAt < 1000, 'closed by the app at once');
 	}
 
-	await sleep(1000);
+	// socket.io's disconnect, and EventSource's reconnect after the app's retry: 500.
+	await clientsSaw(() => socketIo.disconnects.length > 0 && events.opens >= 2);
 	t.is(socketIo.disconnects[0]?.reason, 'transport close');
 	t.not(events.source.readyState, events.source.CLOSED, 'EventSource reconnects (and is sent away with a retry: while rejecting)');
 	t.true(events.opens >= 2, `EventSource reconnected ${events.opens - 1} times, each a 200 stream`);

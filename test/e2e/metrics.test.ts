@@ -7,13 +7,19 @@ import {once} from 'node:events';
 import net from 'node:net';
 import test from 'ava';
 import {freePort, url} from '../../testkit/net.js';
-import {waitUntil} from '../../testkit/proc.js';
+import {eventually, waitUntil} from '../../testkit/proc.js';
 import {CLI, fixture, start, startCluster} from '../helpers/cluster.js';
 import {client} from '../helpers/http.js';
 
 const APP = fixture('metrics-app.mjs');
 
-async function scrape(port: number): Promise<{text: string; ms: number; value: (series: string) => number | undefined}> {
+interface Scrape {
+	readonly text: string;
+	readonly ms: number;
+	value(series: string): number | undefined;
+}
+
+async function scrape(port: number): Promise<Scrape> {
 	const started = performance.now();
 	const response = await client(url(port, '/metrics'));
 	const ms = performance.now() - started;
@@ -30,6 +36,19 @@ async function scrape(port: number): Promise<{text: string; ms: number; value: (
 			return line === undefined ? undefined : Number(line.slice(series.length + 1));
 		},
 	};
+}
+
+/**
+ * Scrapes until `ready` holds, at most 10 s, and returns the last scrape for the
+ * test to assert on (so a value that never comes fails with what was there).
+ * For what the workers tell the primary over IPC: a scrape asks every worker for
+ * its registry, and during a drain a worker reports its counts when one changes,
+ * at most four times a second.
+ */
+async function scrapeUntil(port: number, ready: (metrics: Scrape) => boolean): Promise<Scrape> {
+	let last: Scrape | undefined;
+	await eventually(async () => ready(last = await scrape(port)), {timeout: 10_000});
+	return last!;
 }
 
 async function status(port: number): Promise<Record<string, any>> { // eslint-disable-line @typescript-eslint/no-explicit-any
@@ -122,19 +141,18 @@ test('during a drain: the phase is shown, rejected requests counted; a reload is
 	t.is(metrics.value('app_requests_total{route="/"}'), 10, 'the retired workers\' counts kept, from their final values');
 	const slow = client(url(app.port, '/slow?ms=2500'));
 	slow.catch(() => undefined); // awaited below; a failure before that must not be unhandled
-	await new Promise(resolve => {
-		setTimeout(resolve, 200);
-	});
+	// In flight once the app has counted it (the fixture counts on arrival).
+	const slowSeries = 'app_requests_total{route="/slow"}';
+	t.is((await scrapeUntil(app.metricsPort, m => m.value(slowSeries) === 1)).value(slowSeries), 1, 'the slow request reached a worker');
 	app.kill('SIGTERM');
-	await app.waitForLog('drain started');
+	// Both workers' lines: the primary's 'drain started' comes before the workers have the news.
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'drain started', {count: 2});
 	t.is((await client(url(app.port, '/'))).statusCode, 503);
-	metrics = await scrape(app.metricsPort);
+	// The workers' reports: sent as each drain starts, and again when the 503 changes the rejected count.
+	metrics = await scrapeUntil(app.metricsPort, m => m.value('graceful_cluster_requests_in_flight') === 1 && (m.value('graceful_cluster_requests_rejected_total') ?? 0) >= 1);
 	t.is(metrics.value('graceful_cluster_drain_phase'), 2, 'reject');
 	t.is(metrics.value('graceful_cluster_requests_in_flight'), 1);
-	await new Promise(resolve => {
-		setTimeout(resolve, 300);
-	});
-	t.is((await scrape(app.metricsPort)).value('graceful_cluster_requests_rejected_total'), 1);
+	t.is(metrics.value('graceful_cluster_requests_rejected_total'), 1);
 	const body = await status(app.metricsPort);
 	t.like(body, {state: 'draining', phase: 'reject', drainPhase: 2, drain: {signal: 'SIGTERM', forcedBy: null}});
 	t.truthy(Date.parse(body['drain']['startedAt']));
