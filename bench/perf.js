@@ -19,7 +19,7 @@ import process from 'node:process';
 import {closeAll, openIdle, scheduleSenders, statuses, waitAllClosed} from './lib/idle.js';
 import {ensureLightship} from './lib/lightship.js';
 import {load} from './lib/load.js';
-import {CLUSTER, HELLO, freePort, groupPids, killAll, paths, sleep, snapshotDist, start, useDist, waitExit} from './lib/proc.js';
+import {CLUSTER, HELLO, freePort, groupPids, killAll, killAllOnSignal, paths, sleep, snapshotDist, start, useDist, waitExit} from './lib/proc.js';
 import {fmt, summary} from './lib/stats.js';
 import {measureFilter} from './filter-micro.js';
 
@@ -521,14 +521,7 @@ async function main() {
 	}
 }
 
-const onSignal = signal => {
-	killAll();
-	process.stderr.write(`bench: ${signal}, servers stopped\n`);
-	process.exit(130);
-};
-
-process.on('SIGINT', onSignal);
-process.on('SIGTERM', onSignal);
+killAllOnSignal();
 try {
 	await main();
 } finally {
