@@ -15,8 +15,9 @@ import yargs from 'yargs';
 import {UsageError} from './errors.js';
 import {EXIT_CODE_MEANINGS, ExitCode} from './exit-codes.js';
 import {LOG_LEVELS} from './logger.js';
-import type {MetricsAddress, PrimaryOptions} from './primary/index.js';
 import {defaultWorkerCount, type WorkerCount} from './primary/cpu.js';
+import {LOG_FORMATS, type LogFormat} from './primary/log-format.js';
+import type {MetricsAddress, PrimaryOptions} from './primary/options.js';
 import {formatDuration} from './duration.js';
 import {DEFAULT_SETTINGS, envName, parseDurationSetting, readSettings, SETTING_FLAGS} from './settings.js';
 
@@ -78,9 +79,6 @@ const OPTIONS: Readonly<Record<string, OptionSpec>> = {
 	'log-format': {kind: 'format', example: 'pretty', defaultText: 'json; pretty on a terminal', description: 'json (JSON lines) or pretty (one coloured line per event; no colour with NO_COLOR)'},
 	metrics: {kind: 'address', example: '9091', defaultText: 'off', description: 'serve GET /metrics (Prometheus) and GET /status on this port from the primary; a bare port binds every interface'},
 };
-
-export const LOG_FORMATS = ['json', 'pretty'] as const;
-export type LogFormat = (typeof LOG_FORMATS)[number];
 
 /**
  * `--metrics`: `9091` (every interface), `127.0.0.1:9091`, `[::1]:9091`,

@@ -21,63 +21,19 @@
 import {TimerGroup} from '../clock.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
-import type {DrainSettings} from '../settings.js';
 import {workerSettingsToEnv} from '../settings.js';
 import {ClusterDrain, KILL_WAIT_MS} from './drain.js';
 import {realEdges, type ProcessEdges} from './edges.js';
 import {Fleet} from './fleet.js';
+import type {MetricsAddress, PrimaryOptions} from './options.js';
 import type {LineSink} from './output.js';
 import {Recycler} from './recycle.js';
 import {reload, Replacer, type ReloadResult} from './reload.js';
+import type {ClusterView} from './status.js';
 import {Watchdog} from './watchdog.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {Supervisor} from './supervisor.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
-
-export interface PrimaryOptions {
-	/** Absolute path of the app's entry script. */
-	readonly script: string;
-	readonly args: readonly string[];
-	readonly workers: number;
-	readonly settings: DrainSettings;
-	readonly logLevel: string;
-	readonly listenTimeoutMs: number;
-	readonly maxStartFailures: number;
-	readonly restartDelayMs: number;
-	readonly maxRestartDelayMs: number;
-	readonly backoffResetMs: number;
-	/** Extra node flags for the workers (the primary's own `execArgv` come first). */
-	readonly execArgv?: readonly string[];
-	/** A listening worker whose heartbeat is silent this long is killed as hung; 0 (the default here) turns it off. */
-	readonly workerTimeoutMs?: number;
-	/** Workers capture a blocked loop's JavaScript stack before the kill (a thread each: about 10 MB RSS). */
-	readonly hungStack?: boolean;
-	/** Recycling by RSS and by requests served (recycle.ts); 0 turns each off. */
-	readonly maxMemoryBytes?: number;
-	readonly maxRequests?: number;
-	readonly maxRequestsJitter?: number;
-	/** `--metrics`: where the primary serves `/metrics` and `/status`; off when undefined. */
-	readonly metrics?: MetricsAddress | undefined;
-}
-
-export interface MetricsAddress {
-	/** undefined: every interface. */
-	readonly host: string | undefined;
-	readonly port: number;
-}
-
-/** What the metrics and status room reads of the cluster (primary/metrics.ts). */
-export interface ClusterView {
-	readonly state: PrimaryState['name'];
-	/** The drain, from its signal on (also once finished, while the primary stops). */
-	readonly drain: ClusterDrain | undefined;
-	readonly reloads: Readonly<Record<ReloadResult['kind'], number>>;
-	readonly options: PrimaryOptions;
-	readonly fleet: Fleet;
-	readonly clock: ProcessEdges['clock'];
-	/** `clock.now()` when the primary was constructed. */
-	readonly startedAt: number;
-}
 
 export interface PrimaryOutput {
 	readonly logger: Logger;

@@ -17,9 +17,8 @@
 import client from 'prom-client';
 import type {Logger} from '../logger.js';
 import type {MetricsMessage, ToPrimary} from '../protocol.js';
-import type {ClusterView} from './index.js';
 import {AppMetrics} from './app-metrics.js';
-import {DRAIN_PHASES, drainPhase, inflightOf} from './status.js';
+import {DRAIN_PHASES, drainPhase, inflightOf, type ClusterView} from './status.js';
 import {exitReason, isAttached, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
 
 /** How long a scrape waits for a worker's app metrics. */

@@ -1,11 +1,31 @@
 /**
  * The cluster as `GET /status` shows it, and the numbers `/metrics` reads: the
  * state and timeline of the primary, one entry per worker. Pure reads of the
- * primary's view (index.ts `ClusterView`): no prom-client, no I/O.
+ * primary's view (`ClusterView`, which index.ts hands out): no prom-client, no I/O.
  */
+import type {Clock} from '../clock.js';
 import {rejectEndsAt} from '../timeline.js';
-import type {ClusterView} from './index.js';
+import type {ClusterDrain} from './drain.js';
+import type {Fleet} from './fleet.js';
+import type {PrimaryOptions} from './options.js';
+import type {ReloadResult} from './reload.js';
 import {isAttached, lastLive, roleOf, type WorkerRecord} from './worker-record.js';
+
+/** The primary's state (index.ts `PrimaryState`) by name, as `/status` shows it. */
+export type ClusterState = 'running' | 'reloading' | 'draining' | 'stopping';
+
+/** What the metrics and status room reads of the cluster (index.ts `Primary.view`). */
+export interface ClusterView {
+	readonly state: ClusterState;
+	/** The drain, from its signal on (also once finished, while the primary stops). */
+	readonly drain: ClusterDrain | undefined;
+	readonly reloads: Readonly<Record<ReloadResult['kind'], number>>;
+	readonly options: PrimaryOptions;
+	readonly fleet: Fleet;
+	readonly clock: Clock;
+	/** `clock.now()` when the primary was constructed. */
+	readonly startedAt: number;
+}
 
 /** The drain's phases as `graceful_cluster_drain_phase` numbers them: the index. */
 export const DRAIN_PHASES = ['serving', 'serve', 'reject', 'closing', 'stopping'] as const;

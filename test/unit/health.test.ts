@@ -3,7 +3,8 @@
 import test from 'ava';
 import {ExitCode} from '../../src/exit-codes.js';
 import {Fleet} from '../../src/primary/fleet.js';
-import {RETIRE_LINGER_MS, type PrimaryOptions} from '../../src/primary/index.js';
+import {RETIRE_LINGER_MS} from '../../src/primary/index.js';
+import type {PrimaryOptions} from '../../src/primary/options.js';
 import {MEMORY_BEATS, Recycler, RETRY_AFTER_MS} from '../../src/primary/recycle.js';
 import {findStack} from '../../src/primary/watchdog.js';
 import {Replacer} from '../../src/primary/reload.js';

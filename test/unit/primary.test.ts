@@ -2,7 +2,8 @@
 // clock (test/helpers/fakes.ts): each transition, exactly, without processes.
 import test from 'ava';
 import {ExitCode} from '../../src/exit-codes.js';
-import {Primary, RETIRE_LINGER_MS, type PrimaryOptions} from '../../src/primary/index.js';
+import {Primary, RETIRE_LINGER_MS} from '../../src/primary/index.js';
+import type {PrimaryOptions} from '../../src/primary/options.js';
 import {exitReason} from '../../src/primary/worker-record.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush} from '../helpers/fakes.js';
