@@ -13,7 +13,7 @@ import {TimerGroup} from '../../src/clock.js';
 import {HUNG_STACK_MESSAGE, parseMessage, envelope, type ToPrimary} from '../../src/protocol.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import {captureAfter, heartbeatOptionsFromEnv} from '../../src/worker/heartbeat.js';
-import {parseSize} from '../../src/args.js';
+import {parseSize} from '../../src/values.js';
 import {UsageError} from '../../src/errors.js';
 import {parseOptions} from '../helpers/args.js';
 import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush, type FakeWorker} from '../helpers/fakes.js';

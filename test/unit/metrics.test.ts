@@ -3,7 +3,7 @@
 // graceful-cluster's own metrics following the fleet (fake workers, fake clock).
 import test from 'ava';
 import client from 'prom-client';
-import {parseMetricsAddress} from '../../src/args.js';
+import {parseMetricsAddress} from '../../src/values.js';
 import {AppMetrics} from '../../src/primary/app-metrics.js';
 import {Primary} from '../../src/primary/index.js';
 import type {PrimaryOptions} from '../../src/primary/options.js';
