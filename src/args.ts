@@ -18,7 +18,7 @@ import {EXIT_CODE_MEANINGS, ExitCode} from './exit-codes.js';
 import {LOG_LEVELS} from './logger.js';
 import {defaultWorkerCount, type WorkerCount} from './primary/cpu.js';
 import type {LogFormat} from './primary/log-format.js';
-import type {PrimaryOptions} from './primary/options.js';
+import {DEFAULT_PRIMARY_OPTIONS, type PrimaryOptions} from './primary/options.js';
 import {formatDuration} from './duration.js';
 import {looksLikeScript, resolveScript} from './script.js';
 import {DEFAULT_SETTINGS, envName, parseDurationSetting, readSettings, SETTING_FLAGS} from './settings.js';
@@ -57,18 +57,18 @@ const OPTIONS: Readonly<Record<string, OptionSpec>> = {
 	[SETTING_FLAGS.readinessPath]: {kind: 'path', default: DEFAULT_SETTINGS.readinessPath, description: 'readiness probe path: 200, then 503 from the signal on (\'\' turns it off)'},
 	[SETTING_FLAGS.livenessPath]: {kind: 'path', default: DEFAULT_SETTINGS.livenessPath, description: 'liveness probe path: 200 until exit (\'\' turns it off); not the readiness path'},
 	[SETTING_FLAGS.keepAliveTimeoutMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.keepAliveTimeoutMs), description: 'keep-alive timeout of the app\'s attached servers; keep it above the load balancer\'s idle timeout (ALB: 60s). 0 leaves the server\'s own'},
-	'listen-timeout': {kind: 'duration', default: '30s', description: 'a worker that has not listened by then counts as a failed start (0 = wait forever)'},
-	'max-start-failures': {kind: 'number', default: '5', description: 'failed starts in a row before giving up with exit code 6'},
-	'restart-delay': {kind: 'duration', default: '100ms', description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},
-	'max-restart-delay': {kind: 'duration', default: '15s', description: 'cap on the restart delay'},
-	'backoff-reset': {kind: 'duration', default: '30s', description: 'a worker that stays up this long starts its slot\'s restart delay over'},
+	'listen-timeout': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.listenTimeoutMs), description: 'a worker that has not listened by then counts as a failed start (0 = wait forever)'},
+	'max-start-failures': {kind: 'number', default: String(DEFAULT_PRIMARY_OPTIONS.maxStartFailures), description: 'failed starts in a row before giving up with exit code 6'},
+	'restart-delay': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.restartDelayMs), description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},
+	'max-restart-delay': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.maxRestartDelayMs), description: 'cap on the restart delay'},
+	'backoff-reset': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.backoffResetMs), description: 'a worker that stays up this long starts its slot\'s restart delay over'},
 	[SETTING_FLAGS.checkTimeoutMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.checkTimeoutMs), description: 'each of attach()\'s readinessChecks fails after this long'},
-	'worker-timeout': {kind: 'duration', default: '30s', description: 'a listening worker whose event loop is silent this long is killed (SIGKILL) and replaced (0 = off; at least 3s)'},
-	'hung-stack': {kind: 'switch', default: 'off', example: 'on', description: 'capture a hung worker\'s JavaScript stack before the kill (a thread per worker: about 10 MB RSS each)'},
-	'max-memory-restart': {kind: 'size', default: '0', defaultText: 'off', example: '300M', description: 'replace a worker whose RSS stays above this, new worker first (0 = off)'},
-	'max-requests': {kind: 'number', default: '0', example: '10000', description: 'replace a worker after this many requests, new worker first (0 = off)'},
-	'max-requests-jitter': {kind: 'number', default: '0', example: '1000', description: 'add a random 0..n to each worker\'s --max-requests, so they do not all recycle together'},
-	'log-level': {kind: 'level', default: 'info', description: LOG_LEVELS.join(', ')},
+	'worker-timeout': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.workerTimeoutMs), description: 'a listening worker whose event loop is silent this long is killed (SIGKILL) and replaced (0 = off; at least 3s)'},
+	'hung-stack': {kind: 'switch', default: DEFAULT_PRIMARY_OPTIONS.hungStack ? 'on' : 'off', example: 'on', description: 'capture a hung worker\'s JavaScript stack before the kill (a thread per worker: about 10 MB RSS each)'},
+	'max-memory-restart': {kind: 'size', default: String(DEFAULT_PRIMARY_OPTIONS.maxMemoryBytes), defaultText: 'off', example: '300M', description: 'replace a worker whose RSS stays above this, new worker first (0 = off)'},
+	'max-requests': {kind: 'number', default: String(DEFAULT_PRIMARY_OPTIONS.maxRequests), example: '10000', description: 'replace a worker after this many requests, new worker first (0 = off)'},
+	'max-requests-jitter': {kind: 'number', default: String(DEFAULT_PRIMARY_OPTIONS.maxRequestsJitter), example: '1000', description: 'add a random 0..n to each worker\'s --max-requests, so they do not all recycle together'},
+	'log-level': {kind: 'level', default: DEFAULT_PRIMARY_OPTIONS.logLevel, description: LOG_LEVELS.join(', ')},
 	'log-format': {kind: 'format', example: 'pretty', defaultText: 'json; pretty on a terminal', description: 'json (JSON lines) or pretty (one coloured line per event; no colour with NO_COLOR)'},
 	metrics: {kind: 'address', example: '9091', defaultText: 'off', description: 'serve GET /metrics (Prometheus) and GET /status on this port from the primary; a bare port binds every interface'},
 };

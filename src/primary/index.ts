@@ -100,7 +100,7 @@ export class Primary {
 				...workerSettingsToEnv(options.settings),
 				GRACEFUL_CLUSTER_LOG_LEVEL: options.logLevel,
 				// The heartbeat's settings (worker/heartbeat.ts), in the options' own syntax.
-				GRACEFUL_CLUSTER_WORKER_TIMEOUT: `${options.workerTimeoutMs ?? 0}ms`,
+				GRACEFUL_CLUSTER_WORKER_TIMEOUT: `${options.workerTimeoutMs}ms`,
 				GRACEFUL_CLUSTER_HUNG_STACK: options.hungStack ? 'on' : 'off',
 			},
 			logger,
@@ -126,13 +126,9 @@ export class Primary {
 			deadlineMs: options.settings.gracePeriodMs,
 			shutdown: this.shutdown.signal,
 		});
-		this.watchdog = new Watchdog(this.fleet, {workerTimeoutMs: options.workerTimeoutMs ?? 0}, this.timers, logger);
+		this.watchdog = new Watchdog(this.fleet, options, this.timers, logger);
 		// Only while running: a reload replaces every worker anyway, a drain takes them all.
-		this.recycler = new Recycler(this.fleet, this.replacer, {
-			maxMemoryBytes: options.maxMemoryBytes ?? 0,
-			maxRequests: options.maxRequests ?? 0,
-			maxRequestsJitter: options.maxRequestsJitter ?? 0,
-		}, edges.clock, logger, () => this.state.name === 'running');
+		this.recycler = new Recycler(this.fleet, this.replacer, options, edges.clock, logger, () => this.state.name === 'running');
 		this.fleet.on('gone', () => {
 			if (this.state.name === 'stopping' && this.fleet.alive.length === 0) {
 				this.resolve(this.state.code);

@@ -6,7 +6,7 @@ import client from 'prom-client';
 import {parseMetricsAddress} from '../../src/values.js';
 import {AppMetrics} from '../../src/primary/app-metrics.js';
 import {Primary} from '../../src/primary/index.js';
-import type {PrimaryOptions} from '../../src/primary/options.js';
+import {DEFAULT_PRIMARY_OPTIONS, type PrimaryOptions} from '../../src/primary/options.js';
 import {chooseLogFormat, PrettySink, prettyLine, prettySink} from '../../src/primary/log-format.js';
 import {ClusterMetrics, METRICS_WAIT_MS} from '../../src/primary/metrics.js';
 import {clusterStatus} from '../../src/primary/status.js';
@@ -135,8 +135,11 @@ function cluster(workers = 2) {
 	const {logger} = captureLogger();
 	const sink = {write() {}};
 	const options: PrimaryOptions = {
+		...DEFAULT_PRIMARY_OPTIONS,
 		script: '/app/server.js', args: [], workers, settings: {...DEFAULT_SETTINGS, servePeriodMs: 1000, rejectPeriodMs: 4000, gracePeriodMs: 30_000},
-		logLevel: 'info', listenTimeoutMs: 10_000, maxStartFailures: 3, restartDelayMs: 100, maxRestartDelayMs: 1000, backoffResetMs: 30_000,
+		listenTimeoutMs: 10_000, maxStartFailures: 3, restartDelayMs: 100, maxRestartDelayMs: 1000, backoffResetMs: 30_000,
+		// Its fake workers never beat: no watchdog.
+		workerTimeoutMs: 0,
 	};
 	const primary = new Primary(options, {logger, stdout: sink, stderr: sink}, edges);
 	const metrics = new ClusterMetrics(() => primary.view, logger);

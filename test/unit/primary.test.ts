@@ -3,7 +3,7 @@
 import test from 'ava';
 import {ExitCode} from '../../src/exit-codes.js';
 import {Primary, RETIRE_LINGER_MS} from '../../src/primary/index.js';
-import type {PrimaryOptions} from '../../src/primary/options.js';
+import {DEFAULT_PRIMARY_OPTIONS} from '../../src/primary/options.js';
 import {exitReason} from '../../src/primary/worker-record.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush} from '../helpers/fakes.js';
@@ -168,7 +168,8 @@ test('a signal before run() ends an empty cluster with 0; nothing is forked', as
 	const {logger} = captureLogger();
 	const sink = {write() {}};
 	const p = new Primary({
-		script: '/app/server.js', args: [], workers: 2, settings: DEFAULT_SETTINGS, logLevel: 'info', listenTimeoutMs: 0, maxStartFailures: 1, restartDelayMs: 1, maxRestartDelayMs: 1, backoffResetMs: 1,
+		...DEFAULT_PRIMARY_OPTIONS,
+		script: '/app/server.js', args: [], workers: 2, listenTimeoutMs: 0, maxStartFailures: 1, restartDelayMs: 1, maxRestartDelayMs: 1, backoffResetMs: 1, workerTimeoutMs: 0,
 	}, {logger, stdout: sink, stderr: sink}, edges);
 	edges.signal('SIGTERM');
 	t.is(await p.run(), ExitCode.OK);
