@@ -23,8 +23,8 @@ import {formatDuration} from './duration.js';
 import {looksLikeScript, resolveScript} from './script.js';
 import {DEFAULT_SETTINGS, envName, parseDurationSetting, readSettings, SETTING_FLAGS} from './settings.js';
 import {
-	parseLogFormat, parseLogLevel, parseMetricsAddress, parsePositiveInt, parseSize, parseSwitch,
-	parseWholeNumber, parseWorkerTimeout, VALUE_KINDS, type ValueKind,
+	MIN_WORKER_TIMEOUT_MS, parseLogFormat, parseLogLevel, parseMetricsAddress, parsePositiveInt, parseSize,
+	parseSwitch, parseWholeNumber, parseWorkerTimeout, VALUE_KINDS, type ValueKind,
 } from './values.js';
 
 export const USAGE = 'graceful-cluster [options] <script> [app args...]';
@@ -63,7 +63,7 @@ const OPTIONS: Readonly<Record<string, OptionSpec>> = {
 	'max-restart-delay': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.maxRestartDelayMs), description: 'cap on the restart delay'},
 	'backoff-reset': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.backoffResetMs), description: 'a worker that stays up this long starts its slot\'s restart delay over'},
 	[SETTING_FLAGS.checkTimeoutMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.checkTimeoutMs), description: 'each of attach()\'s readinessChecks fails after this long'},
-	'worker-timeout': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.workerTimeoutMs), description: 'a listening worker whose event loop is silent this long is killed (SIGKILL) and replaced (0 = off; at least 3s)'},
+	'worker-timeout': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.workerTimeoutMs), description: `a listening worker whose event loop is silent this long is killed (SIGKILL) and replaced (0 = off; at least ${formatDuration(MIN_WORKER_TIMEOUT_MS)})`},
 	'hung-stack': {kind: 'switch', default: DEFAULT_PRIMARY_OPTIONS.hungStack ? 'on' : 'off', example: 'on', description: 'capture a hung worker\'s JavaScript stack before the kill (a thread per worker: about 10 MB RSS each)'},
 	'max-memory-restart': {kind: 'size', default: String(DEFAULT_PRIMARY_OPTIONS.maxMemoryBytes), defaultText: 'off', example: '300M', description: 'replace a worker whose RSS stays above this, new worker first (0 = off)'},
 	'max-requests': {kind: 'number', default: String(DEFAULT_PRIMARY_OPTIONS.maxRequests), example: '10000', description: 'replace a worker after this many requests, new worker first (0 = off)'},

@@ -6,11 +6,13 @@
  * what to write instead. The drain settings' parsers stay in settings.ts, which
  * the worker loads too: this file is the CLI's alone.
  */
+import {formatDuration} from './duration.js';
 import {UsageError} from './errors.js';
 import {LOG_LEVELS} from './logger.js';
 import {LOG_FORMATS, type LogFormat} from './primary/log-format.js';
 import type {MetricsAddress} from './primary/options.js';
 import {envName, parseDurationSetting} from './settings.js';
+import {HEARTBEAT_INTERVAL_MS} from './worker/heartbeat.js';
 
 /** What an option's value is: the label `--help` shows, and how errors name it. */
 export const VALUE_KINDS = {
@@ -86,13 +88,18 @@ export function parseSwitch(flag: string, text: string): boolean {
 	return value === 'on';
 }
 
-/** The heartbeat comes once a second: a shorter timeout would kill healthy workers (puma#1714). */
-const MIN_WORKER_TIMEOUT_MS = 3000;
+/**
+ * `--worker-timeout`'s least: three heartbeats. A timeout of one or two would
+ * kill healthy workers whose beat came a little late (a GC pause, a busy tick;
+ * puma#1714).
+ */
+export const MIN_WORKER_TIMEOUT_MS = 3 * HEARTBEAT_INTERVAL_MS;
 
 export function parseWorkerTimeout(flag: string, text: string): number {
 	const ms = parseDurationSetting(flag, text);
 	if (ms !== 0 && ms < MIN_WORKER_TIMEOUT_MS) {
-		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is shorter than 3s; workers send a heartbeat once a second, so a healthy worker would be killed. Use 3s or more, or 0 to turn it off.`);
+		const least = formatDuration(MIN_WORKER_TIMEOUT_MS);
+		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is shorter than ${least}; workers send a heartbeat every ${formatDuration(HEARTBEAT_INTERVAL_MS)}, so a healthy worker would be killed. Use ${least} or more, or 0 to turn it off.`);
 	}
 
 	return ms;
