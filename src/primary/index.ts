@@ -21,7 +21,6 @@
 import {TimerGroup} from '../clock.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
-import {workerSettingsToEnv} from '../settings.js';
 import {ClusterDrain, KILL_WAIT_MS} from './drain.js';
 import {realEdges, type ProcessEdges} from './edges.js';
 import {Fleet} from './fleet.js';
@@ -34,6 +33,7 @@ import {Watchdog} from './watchdog.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {Supervisor} from './supervisor.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
+import {workerEnv} from '../worker-env.js';
 
 export interface PrimaryOutput {
 	readonly logger: Logger;
@@ -96,13 +96,7 @@ export class Primary {
 			// The bootstrap runs in every worker before the app: it keeps the worker
 			// alive on a direct SIGTERM/SIGINT and holds the drain message for attach().
 			execArgv: [...process.execArgv, ...(options.execArgv ?? []), '--import', BOOTSTRAP],
-			env: {
-				...workerSettingsToEnv(options.settings),
-				GRACEFUL_CLUSTER_LOG_LEVEL: options.logLevel,
-				// The heartbeat's settings (worker/heartbeat.ts), in the options' own syntax.
-				GRACEFUL_CLUSTER_WORKER_TIMEOUT: `${options.workerTimeoutMs}ms`,
-				GRACEFUL_CLUSTER_HUNG_STACK: options.hungStack ? 'on' : 'off',
-			},
+			env: workerEnv(options),
 			logger,
 			stdout: output.stdout,
 			stderr: output.stderr,
