@@ -2,11 +2,16 @@
  * The primary: owns the workers and the shutdown timeline. It wires the rooms
  * of the primary together and holds the cluster's one state:
  *
- *   running --SIGTERM/SIGINT/SIGQUIT--> draining --every worker gone / deadline--> stopping
+ *   running --SIGTERM/SIGINT/SIGQUIT--> draining --every worker gone / deadline--> stopped
  *   running --SIGHUP/SIGUSR2--> reloading --every worker replaced / a replacement failed--> running
  *   reloading --SIGTERM/SIGINT/SIGQUIT--> draining (the reload is aborted; the drain takes every
  *                                         worker, and the retired workers' deadlines become its own)
- *   running | reloading --the app cannot start--> stopping (a reload is aborted)
+ *   running | reloading --the app cannot start--> stopping --every worker gone / KILL_WAIT_MS--> stopped
+ *                                                 (a reload is aborted)
+ *
+ * `stopped` keeps the drain, if there was one, for /status; it waits for the
+ * workers' last output, then `run()` resolves. /status and the logs name it
+ * `stopping` too: to them the cluster is on its way out either way.
  *
  *   signals.ts     what each signal means
  *   fleet.ts       forking, IPC, output, kill/disconnect (plumbing)
@@ -28,7 +33,7 @@ import type {MetricsAddress, PrimaryOptions} from './options.js';
 import type {LineSink} from './output.js';
 import {Recycler} from './recycle.js';
 import {reload, Replacer, type ReloadResult} from './reload.js';
-import type {ClusterView} from './status.js';
+import type {ClusterState, ClusterView} from './status.js';
 import {Watchdog} from './watchdog.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {Supervisor} from './supervisor.js';
@@ -46,7 +51,12 @@ type PrimaryState =
 	| {readonly name: 'running'}
 	| {readonly name: 'reloading'; readonly abort: AbortController}
 	| {readonly name: 'draining'; readonly drain: ClusterDrain}
-	| {readonly name: 'stopping'; readonly code: ExitCode};
+	/** The app cannot start: what runs is killed; waiting for it to be gone. */
+	| {readonly name: 'stopping'; readonly code: ExitCode}
+	| {readonly name: 'stopped'; readonly drain: ClusterDrain | undefined};
+
+/** The state as /status and the logs name it (see the header). */
+const shownName = (state: PrimaryState): ClusterState => state.name === 'stopped' ? 'stopping' : state.name;
 
 /**
  * How long a worker retired by a reload keeps its idle keep-alive connections
@@ -76,8 +86,6 @@ export class Primary {
 	private readonly logger: Logger;
 	private readonly done: Promise<ExitCode>;
 	private resolveDone!: (code: ExitCode) => void;
-	private resolved = false;
-	private drain: ClusterDrain | undefined;
 	private readonly reloads: Record<ReloadResult['kind'], number> = {finished: 0, failed: 0, abandoned: 0};
 	private readonly startedAt: number;
 
@@ -125,7 +133,7 @@ export class Primary {
 		this.recycler = new Recycler(this.fleet, this.replacer, options, edges.clock, logger, () => this.state.name === 'running');
 		this.fleet.on('gone', () => {
 			if (this.state.name === 'stopping' && this.fleet.alive.length === 0) {
-				this.resolve(this.state.code);
+				this.end(this.state.code);
 			}
 		});
 		// Before anything is forked: a SIGTERM during start-up (held by cli.ts until
@@ -149,9 +157,10 @@ export class Primary {
 
 	/** The cluster as the metrics and status room reads it. */
 	get view(): ClusterView {
+		const {state} = this;
 		return {
-			state: this.state.name,
-			drain: this.drain,
+			state: shownName(state),
+			drain: state.name === 'draining' || state.name === 'stopped' ? state.drain : undefined,
 			reloads: this.reloads,
 			options: this.options,
 			fleet: this.fleet,
@@ -214,7 +223,8 @@ export class Primary {
 				break;
 			}
 
-			case 'stopping': {
+			case 'stopping':
+			case 'stopped': {
 				break;
 			}
 
@@ -227,7 +237,7 @@ export class Primary {
 
 	private onReload(signal: NodeJS.Signals): void {
 		if (this.state.name !== 'running') {
-			this.logger.warn({state: this.state.name}, `${signal} ignored: ${this.state.name === 'reloading' ? 'a reload is already running' : 'the cluster is shutting down'}`);
+			this.logger.warn({state: shownName(this.state)}, `${signal} ignored: ${this.state.name === 'reloading' ? 'a reload is already running' : 'the cluster is shutting down'}`);
 			return;
 		}
 
@@ -258,12 +268,10 @@ export class Primary {
 			clock: this.edges.clock,
 			logger: this.logger,
 			onFinished: code => {
-				this.state = {name: 'stopping', code};
-				this.resolve(code);
+				this.end(code);
 			},
 		}, signal);
 		this.state = {name: 'draining', drain};
-		this.drain = drain;
 		drain.start();
 	}
 
@@ -282,12 +290,27 @@ export class Primary {
 
 	/** Ends the cluster without a drain (the app cannot start): kill what runs. */
 	private stop(code: ExitCode): void {
-		if (this.state.name === 'stopping') {
-			return;
-		}
+		switch (this.state.name) {
+			case 'reloading': {
+				this.state.abort.abort();
+				break;
+			}
 
-		if (this.state.name === 'reloading') {
-			this.state.abort.abort();
+			case 'running': {
+				break;
+			}
+
+			// The supervisor is frozen from a drain on: it gives up only while running or reloading.
+			case 'draining':
+			case 'stopping':
+			case 'stopped': {
+				return;
+			}
+
+			default: {
+				const never: never = this.state;
+				throw new Error(`unknown state ${String(never)}`);
+			}
 		}
 
 		this.state = {name: 'stopping', code};
@@ -299,19 +322,20 @@ export class Primary {
 		}
 
 		this.timers.timeout(() => {
-			this.resolve(code);
+			this.end(code);
 		}, KILL_WAIT_MS);
 		if (this.fleet.alive.length === 0) {
-			this.resolve(code);
+			this.end(code);
 		}
 	}
 
-	private resolve(code: ExitCode): void {
-		if (this.resolved) {
+	/** The cluster has stopped: nothing of ours may fire any more; `run()` resolves once the workers' last output is in. */
+	private end(code: ExitCode): void {
+		if (this.state.name === 'stopped') {
 			return;
 		}
 
-		this.resolved = true;
+		this.state = {name: 'stopped', drain: this.state.name === 'draining' ? this.state.drain : undefined};
 		this.timers.clearAll();
 		this.fleet.close();
 		this.retireDeadlines.clearAll();

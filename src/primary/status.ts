@@ -38,11 +38,28 @@ export type DrainPhase = (typeof DRAIN_PHASES)[number];
  */
 export function drainPhase(view: ClusterView): DrainPhase {
 	const {drain} = view;
-	if (view.state === 'running' || view.state === 'reloading') {
-		return 'serving';
+	switch (view.state) {
+		case 'running':
+		case 'reloading': {
+			return 'serving';
+		}
+
+		case 'stopping': {
+			return 'stopping';
+		}
+
+		case 'draining': {
+			break;
+		}
+
+		default: {
+			const never: never = view.state;
+			throw new Error(`unknown state ${String(never)}`);
+		}
 	}
 
-	if (view.state === 'stopping' || !drain || drain.forcedBy !== undefined || drain.durationMs !== undefined) {
+	// Killing the workers left is stopping too.
+	if (!drain || drain.state.name !== 'draining') {
 		return 'stopping';
 	}
 

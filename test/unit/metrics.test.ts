@@ -241,4 +241,6 @@ test('own metrics: workers by state add up to the live workers; starts and exits
 	t.is(sample(text, 'graceful_cluster_worker_exits_total{reason="drain"}'), 2);
 	t.is(sample(text, 'graceful_cluster_drain_phase'), 4);
 	t.is(sample(text, 'graceful_cluster_workers{state="listening"}'), 0);
+	t.is(sample(text, 'graceful_cluster_drain_duration_seconds'), 5);
+	t.like(clusterStatus(primary.view, metrics.restartsOf), {state: 'stopping', phase: 'stopping', drainPhase: 4, drain: {signal: 'SIGTERM', forcedBy: null, durationMs: 5000}});
 });

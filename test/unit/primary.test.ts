@@ -81,6 +81,24 @@ test('drain: the same signal twice within 500 ms is one drain; a later one kills
 	t.is(p.lines.filter(line => line.msg === 'drain started').length, 1);
 });
 
+test('drain: its state says why it kills, the first reason stays; finished, the view keeps it', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	const {drain} = p.primary.view;
+	t.deepEqual(drain?.state, {name: 'draining'});
+	p.clock.advance(TIMELINE.gracePeriodMs - 1000);
+	p.edges.signal('SIGINT');
+	t.deepEqual(drain?.state, {name: 'killing', by: 'second-signal'});
+	p.clock.advance(1000);
+	t.truthy(p.line('grace period over; killing the workers left'));
+	t.deepEqual(drain?.state, {name: 'killing', by: 'second-signal'}, 'the deadline kills again; the reason stays');
+	a!.exit(null, 'SIGKILL');
+	t.is(await p.done, ExitCode.SECOND_SIGNAL);
+	t.deepEqual(drain?.state, {name: 'finished', code: ExitCode.SECOND_SIGNAL, durationMs: TIMELINE.gracePeriodMs, forcedBy: 'second-signal'});
+	t.like(p.primary.view, {state: 'stopping', drain});
+});
+
 test('drain: an attached worker that exits without saying it drained is lost -> exit 5', async t => {
 	const p = primary();
 	const [a, b] = p.serveAll();
