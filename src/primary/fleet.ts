@@ -13,7 +13,7 @@
 import {EventEmitter} from 'node:events';
 import type {Address} from 'node:cluster';
 import {pEvent} from 'p-event';
-import {TimerGroup, type Clock} from '../clock.js';
+import {TimerGroup, withTimeout, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
@@ -244,14 +244,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	 * or after `timeoutMs`, in case a process the app started still holds a pipe.
 	 */
 	async outputFlushed(timeoutMs: number): Promise<void> {
-		let timer;
-		await Promise.race([
-			Promise.all(this.pendingOutput),
-			new Promise<void>(resolve => {
-				timer = this.clock.setTimeout(resolve, timeoutMs);
-			}),
-		]);
-		this.clock.clear(timer);
+		await withTimeout(Promise.all(this.pendingOutput), timeoutMs, () => [], this.clock);
 	}
 
 	private forwardOutput(record: WorkerRecord): void {

@@ -15,6 +15,7 @@
  * goes up: the scrape is partial, never failed.
  */
 import client from 'prom-client';
+import {withTimeout} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {MetricsMessage, ToPrimary} from '../protocol.js';
 import {AppMetrics} from './app-metrics.js';
@@ -201,16 +202,13 @@ export class ClusterMetrics {
 			}
 
 			const id = this.nextId++;
-			asked.push(new Promise<boolean>(resolve => {
-				const timer = clock.setTimeout(() => {
-					this.waiting.delete(id);
-					resolve(false);
-				}, this.waitMs);
+			const answered = new Promise<boolean>(resolve => {
 				this.waiting.set(id, () => {
-					clock.clear(timer);
-					this.waiting.delete(id);
 					resolve(true);
 				});
+			});
+			asked.push(withTimeout(answered, this.waitMs, () => false, clock).finally(() => {
+				this.waiting.delete(id);
 			}));
 			this.fleet.send(record, {type: 'metrics-request', id});
 		}
