@@ -20,6 +20,7 @@ import {isAttached, killReason, lastLive, placeOf, type WorkerRecord} from './wo
 
 export type ForcedBy = 'deadline' | 'second-signal';
 
+/** The primary's words for the drain (the worker's and /status': timeline.ts). */
 export type DrainState =
 	/** Every worker was told; waiting for them to be gone. */
 	| {readonly name: 'draining'}

@@ -27,7 +27,7 @@ export interface ClusterView {
 	readonly startedAt: number;
 }
 
-/** The drain's phases as `graceful_cluster_drain_phase` numbers them: the index. */
+/** The drain's phases as `graceful_cluster_drain_phase` numbers them: the index (the other sides' words: timeline.ts). */
 export const DRAIN_PHASES = ['serving', 'serve', 'reject', 'closing', 'stopping'] as const;
 export type DrainPhase = (typeof DRAIN_PHASES)[number];
 
