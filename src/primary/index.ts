@@ -20,6 +20,7 @@
  *   watchdog.ts    hung workers: a silent heartbeat -> SIGKILL, restarted by the supervisor
  *   recycle.ts     replacing workers by memory or requests served, through the Replacer
  *   drain.ts       deadline, the drain message, outcome -> exit code
+ *   options.ts     what the primary is started with, and each option's default
  *
  * The exit itself is the CLI's: `run()` resolves with the code.
  */
