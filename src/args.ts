@@ -8,17 +8,24 @@
  * instead. Pure apart from reading the environment and looking at the script's
  * path (and, for a directory, the entry file in it), so it is unit-tested with
  * plain arrays.
+ *
+ * Here: the options table and how yargs reads it. The values' parsers are in
+ * values.ts, finding the script in script.ts.
  */
-import {readdirSync, readFileSync, statSync} from 'node:fs';
-import path from 'node:path';
 import yargs from 'yargs';
 import {UsageError} from './errors.js';
 import {EXIT_CODE_MEANINGS, ExitCode} from './exit-codes.js';
 import {LOG_LEVELS} from './logger.js';
-import type {MetricsAddress, PrimaryOptions} from './primary/index.js';
 import {defaultWorkerCount, type WorkerCount} from './primary/cpu.js';
+import type {LogFormat} from './primary/log-format.js';
+import {DEFAULT_PRIMARY_OPTIONS, type PrimaryOptions} from './primary/options.js';
 import {formatDuration} from './duration.js';
+import {looksLikeScript, resolveScript} from './script.js';
 import {DEFAULT_SETTINGS, envName, parseDurationSetting, readSettings, SETTING_FLAGS} from './settings.js';
+import {
+	MIN_WORKER_TIMEOUT_MS, parseLogFormat, parseLogLevel, parseMetricsAddress, parsePositiveInt, parseSize,
+	parseSwitch, parseWholeNumber, parseWorkerTimeout, VALUE_KINDS, type ValueKind,
+} from './values.js';
 
 export const USAGE = 'graceful-cluster [options] <script> [app args...]';
 const MAX_WORKERS = 1024;
@@ -28,21 +35,8 @@ export type ParseResult =
 	| {readonly kind: 'run'; readonly options: PrimaryOptions; readonly workerCount: WorkerCount | undefined; readonly logFormat: LogFormat | undefined}
 	| {readonly kind: 'print'; readonly text: string};
 
-/** What an option's value is: the label `--help` shows, and how errors name it. */
-const VALUE_KINDS = {
-	number: 'a whole number',
-	duration: 'a duration (500ms, 20s, 2m or a number of seconds)',
-	seconds: 'a whole number of seconds',
-	path: 'a request path',
-	level: `a log level (${LOG_LEVELS.join(', ')})`,
-	address: 'a port, or host:port (9091, 127.0.0.1:9091, [::1]:9091)',
-	format: 'a log format (json, pretty)',
-	size: 'a size (300M, 1G, 512K or a number of bytes)',
-	switch: 'on or off',
-} as const;
-
 interface OptionSpec {
-	readonly kind: keyof typeof VALUE_KINDS;
+	readonly kind: ValueKind;
 	readonly description: string;
 	readonly alias?: string;
 	/** Given to yargs; absent: the option's default is worked out later. */
@@ -63,38 +57,21 @@ const OPTIONS: Readonly<Record<string, OptionSpec>> = {
 	[SETTING_FLAGS.readinessPath]: {kind: 'path', default: DEFAULT_SETTINGS.readinessPath, description: 'readiness probe path: 200, then 503 from the signal on (\'\' turns it off)'},
 	[SETTING_FLAGS.livenessPath]: {kind: 'path', default: DEFAULT_SETTINGS.livenessPath, description: 'liveness probe path: 200 until exit (\'\' turns it off); not the readiness path'},
 	[SETTING_FLAGS.keepAliveTimeoutMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.keepAliveTimeoutMs), description: 'keep-alive timeout of the app\'s attached servers; keep it above the load balancer\'s idle timeout (ALB: 60s). 0 leaves the server\'s own'},
-	'listen-timeout': {kind: 'duration', default: '30s', description: 'a worker that has not listened by then counts as a failed start (0 = wait forever)'},
-	'max-start-failures': {kind: 'number', default: '5', description: 'failed starts in a row before giving up with exit code 6'},
-	'restart-delay': {kind: 'duration', default: '100ms', description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},
-	'max-restart-delay': {kind: 'duration', default: '15s', description: 'cap on the restart delay'},
-	'backoff-reset': {kind: 'duration', default: '30s', description: 'a worker that stays up this long starts its slot\'s restart delay over'},
+	'listen-timeout': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.listenTimeoutMs), description: 'a worker that has not listened by then counts as a failed start (0 = wait forever)'},
+	'max-start-failures': {kind: 'number', default: String(DEFAULT_PRIMARY_OPTIONS.maxStartFailures), description: 'failed starts in a row before giving up with exit code 6'},
+	'restart-delay': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.restartDelayMs), description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},
+	'max-restart-delay': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.maxRestartDelayMs), description: 'cap on the restart delay'},
+	'backoff-reset': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.backoffResetMs), description: 'a worker that stays up this long starts its slot\'s restart delay over'},
 	[SETTING_FLAGS.checkTimeoutMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.checkTimeoutMs), description: 'each of attach()\'s readinessChecks fails after this long'},
-	'worker-timeout': {kind: 'duration', default: '30s', description: 'a listening worker whose event loop is silent this long is killed (SIGKILL) and replaced (0 = off; at least 3s)'},
-	'hung-stack': {kind: 'switch', default: 'off', example: 'on', description: 'capture a hung worker\'s JavaScript stack before the kill (a thread per worker: about 10 MB RSS each)'},
-	'max-memory-restart': {kind: 'size', default: '0', defaultText: 'off', example: '300M', description: 'replace a worker whose RSS stays above this, new worker first (0 = off)'},
-	'max-requests': {kind: 'number', default: '0', example: '10000', description: 'replace a worker after this many requests, new worker first (0 = off)'},
-	'max-requests-jitter': {kind: 'number', default: '0', example: '1000', description: 'add a random 0..n to each worker\'s --max-requests, so they do not all recycle together'},
-	'log-level': {kind: 'level', default: 'info', description: LOG_LEVELS.join(', ')},
+	'worker-timeout': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.workerTimeoutMs), description: `a listening worker whose event loop is silent this long is killed (SIGKILL) and replaced (0 = off; at least ${formatDuration(MIN_WORKER_TIMEOUT_MS)})`},
+	'hung-stack': {kind: 'switch', default: DEFAULT_PRIMARY_OPTIONS.hungStack ? 'on' : 'off', example: 'on', description: 'capture a hung worker\'s JavaScript stack before the kill (a thread per worker: about 10 MB RSS each)'},
+	'max-memory-restart': {kind: 'size', default: String(DEFAULT_PRIMARY_OPTIONS.maxMemoryBytes), defaultText: 'off', example: '300M', description: 'replace a worker whose RSS stays above this, new worker first (0 = off)'},
+	'max-requests': {kind: 'number', default: String(DEFAULT_PRIMARY_OPTIONS.maxRequests), example: '10000', description: 'replace a worker after this many requests, new worker first (0 = off)'},
+	'max-requests-jitter': {kind: 'number', default: String(DEFAULT_PRIMARY_OPTIONS.maxRequestsJitter), example: '1000', description: 'add a random 0..n to each worker\'s --max-requests, so they do not all recycle together'},
+	'log-level': {kind: 'level', default: DEFAULT_PRIMARY_OPTIONS.logLevel, description: LOG_LEVELS.join(', ')},
 	'log-format': {kind: 'format', example: 'pretty', defaultText: 'json; pretty on a terminal', description: 'json (JSON lines) or pretty (one coloured line per event; no colour with NO_COLOR)'},
 	metrics: {kind: 'address', example: '9091', defaultText: 'off', description: 'serve GET /metrics (Prometheus) and GET /status on this port from the primary; a bare port binds every interface'},
 };
-
-export const LOG_FORMATS = ['json', 'pretty'] as const;
-export type LogFormat = (typeof LOG_FORMATS)[number];
-
-/**
- * `--metrics`: `9091` (every interface), `127.0.0.1:9091`, `[::1]:9091`,
- * `localhost:9091`. A UsageError naming the flag otherwise.
- */
-export function parseMetricsAddress(text: string): MetricsAddress {
-	const match = /^(?:(?:\[([0-9a-fA-F:.]+)\]|([\w.-]+)):)?(\d{1,5})$/.exec(text.trim());
-	const port = match ? Number(match[3]) : Number.NaN;
-	if (!match || port < 1 || port > 65_535) {
-		throw new UsageError(`--metrics (GRACEFUL_CLUSTER_METRICS): "${text}" is not ${VALUE_KINDS.address}, with a port from 1 to 65535. Write --metrics 9091, or --metrics 127.0.0.1:9091 to keep it local.`);
-	}
-
-	return {host: match[1] ?? match[2], port};
-}
 
 /** The flags that take no value; yargs' `.env()` would read them from variables too. */
 const FLAG_ONLY: Readonly<Record<string, {readonly flag: string; readonly prints: 'help' | 'version'}>> = {
@@ -218,9 +195,6 @@ function scanOptions(argv: readonly string[]): {argv: string[]; given: Given[]} 
 	return {argv: out, given};
 }
 
-const looksLikeScript = (value: string, cwd: string): boolean =>
-	/\.(?:[cm]?[jt]s|[jt]sx)$/i.test(value) || isFile(path.resolve(cwd, value));
-
 /** `-w app.mjs` with no script after it: the option took the script as its value. */
 function swallowedScript(given: readonly Given[], cwd: string): UsageError | undefined {
 	const swallowed = given.findLast(({value}) => looksLikeScript(value, cwd));
@@ -235,121 +209,6 @@ function swallowedScript(given: readonly Given[], cwd: string): UsageError | und
 		`${long} takes ${VALUE_KINDS[spec.kind]}, but "${value}" after it looks like the script, so no script was given. `
 		+ `Give ${spelling} its value before the script: graceful-cluster ${spelling} ${spec.example ?? spec.default} ${value}, or leave ${spelling} out for its default.`,
 	);
-}
-
-function isFile(file: string): boolean {
-	try {
-		return statSync(file).isFile();
-	} catch {
-		return false;
-	}
-}
-
-function isDirectory(file: string): boolean {
-	try {
-		return statSync(file).isDirectory();
-	} catch {
-		return false;
-	}
-}
-
-const ENTRY_FILES = ['server.js', 'server.mjs', 'server.cjs', 'index.js', 'index.mjs', 'index.cjs', 'app.js', 'app.mjs', 'app.cjs', 'main.js'];
-
-/** The entry file a directory most likely has: its package.json's `main`, else a usual name. */
-function entryFileIn(dir: string): string | undefined {
-	try {
-		const main = (JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as {main?: unknown}).main;
-		if (typeof main === 'string' && isFile(path.join(dir, main))) {
-			return path.normalize(main);
-		}
-	} catch {}
-
-	let names: string[];
-	try {
-		names = readdirSync(dir);
-	} catch {
-		return undefined;
-	}
-
-	return ENTRY_FILES.find(name => names.includes(name));
-}
-
-/** The script's absolute path; a UsageError saying what to pass instead when it is missing or not a file. */
-function resolveScript(script: string | undefined, given: readonly Given[], cwd: string): string {
-	if (script === undefined) {
-		throw swallowedScript(given, cwd) ?? new UsageError(`No script given. Usage: ${USAGE}`);
-	}
-
-	const scriptPath = path.resolve(cwd, script);
-	if (isFile(scriptPath)) {
-		return scriptPath;
-	}
-
-	if (isDirectory(scriptPath)) {
-		const entry = entryFileIn(scriptPath);
-		const example = path.join(script, entry ?? 'server.js');
-		throw new UsageError(`Script ${script} is a directory: pass the app's entry file (e.g. ${example}${entry === undefined ? '' : ', which is in it'}).`);
-	}
-
-	throw swallowedScript(given, cwd)
-		?? new UsageError(`Script not found: ${script} (looked for ${scriptPath}). Pass the path of your server's entry file, after the options.`);
-}
-
-function positiveInt(flag: string, text: string, max: number): number {
-	if (!/^\d+$/.test(text.trim()) || Number(text) < 1 || Number(text) > max) {
-		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is not a whole number from 1 to ${max}.`);
-	}
-
-	return Number(text);
-}
-
-function wholeNumber(flag: string, text: string): number {
-	if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(Number(text))) {
-		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is not a whole number. Write it as 0 (off), 1000 or 10000.`);
-	}
-
-	return Number(text);
-}
-
-const SIZE_UNITS: Readonly<Record<string, number>> = {'': 1, k: 1024, m: 1024 ** 2, g: 1024 ** 3};
-const MIN_MEMORY_LIMIT = 32 * 1024 ** 2;
-
-/** `300M`, `1G`, `512K` (binary units, as pm2 reads them), or bytes. */
-export function parseSize(flag: string, text: string): number {
-	const match = /^(\d+(?:\.\d+)?)\s*([kmg]?)b?$/i.exec(text.trim());
-	const bytes = match ? Math.round(Number(match[1]) * SIZE_UNITS[match[2]!.toLowerCase()]!) : Number.NaN;
-	if (!Number.isSafeInteger(bytes)) {
-		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is not a size. Write it as 300M, 1G, 512K or a number of bytes (0 = off).`);
-	}
-
-	// A Node.js process at rest is larger than this: every worker would be
-	// replaced every few seconds, forever.
-	if (bytes > 0 && bytes < MIN_MEMORY_LIMIT) {
-		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is below 32M, less than a Node.js worker uses at rest, so every worker would be replaced over and over. Write a limit such as 300M or 1G (0 = off).`);
-	}
-
-	return bytes;
-}
-
-function onOff(flag: string, text: string): boolean {
-	const value = text.trim().toLowerCase();
-	if (value !== 'on' && value !== 'off') {
-		throw new UsageError(`--${flag} (${envName(flag)}): "${text}" is neither on nor off.`);
-	}
-
-	return value === 'on';
-}
-
-/** The heartbeat comes once a second: a shorter timeout would kill healthy workers (puma#1714). */
-const MIN_WORKER_TIMEOUT_MS = 3000;
-
-function workerTimeout(text: string): number {
-	const ms = parseDurationSetting('worker-timeout', text);
-	if (ms !== 0 && ms < MIN_WORKER_TIMEOUT_MS) {
-		throw new UsageError(`--worker-timeout (${envName('worker-timeout')}): "${text}" is shorter than 3s; workers send a heartbeat once a second, so a healthy worker would be killed. Use 3s or more, or 0 to turn it off.`);
-	}
-
-	return ms;
 }
 
 /** Rewrites yargs' strict-mode complaint about an env-only key into one that names the variable. */
@@ -432,23 +291,19 @@ export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseRe
 
 	checkFlagOnlyVariables();
 	const [script, ...args] = (parsed['_'] as unknown[]).map(String);
-	const scriptPath = resolveScript(script, scan.given, cwd);
+	if (script === undefined) {
+		throw swallowedScript(scan.given, cwd) ?? new UsageError(`No script given. Usage: ${USAGE}`);
+	}
+
+	const scriptPath = resolveScript(script, cwd, () => swallowedScript(scan.given, cwd));
 	const string = (key: string): string => String(parsed[key]);
 	const settings = readSettings(flag => string(flag));
-	const logLevel = string('log-level');
-	if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
-		throw new UsageError(`--log-level (GRACEFUL_CLUSTER_LOG_LEVEL): "${logLevel}" is not a level. Use one of ${LOG_LEVELS.join(', ')}.`);
-	}
-
-	const logFormat = parsed['log-format'] === undefined ? undefined : string('log-format');
-	if (logFormat !== undefined && !(LOG_FORMATS as readonly string[]).includes(logFormat)) {
-		throw new UsageError(`--log-format (GRACEFUL_CLUSTER_LOG_FORMAT): "${logFormat}" is not a format. Use json or pretty (left out: json, or pretty when stdout is a terminal).`);
-	}
-
+	const logLevel = parseLogLevel('log-level', string('log-level'));
+	const logFormat = parsed['log-format'] === undefined ? undefined : parseLogFormat('log-format', string('log-format'));
 	const metrics = parsed['metrics'] === undefined ? undefined : parseMetricsAddress(string('metrics'));
 	const workersText = parsed['workers'];
 	const workerCount = workersText === undefined ? defaultWorkerCount() : undefined;
-	const workers = workerCount ? workerCount.count : positiveInt('workers', String(workersText), MAX_WORKERS);
+	const workers = workerCount ? workerCount.count : parsePositiveInt('workers', String(workersText), MAX_WORKERS);
 	const options: PrimaryOptions = {
 		script: scriptPath,
 		args,
@@ -456,16 +311,16 @@ export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseRe
 		settings,
 		logLevel,
 		listenTimeoutMs: parseDurationSetting('listen-timeout', string('listen-timeout')),
-		maxStartFailures: positiveInt('max-start-failures', string('max-start-failures'), 1000),
+		maxStartFailures: parsePositiveInt('max-start-failures', string('max-start-failures'), 1000),
 		restartDelayMs: parseDurationSetting('restart-delay', string('restart-delay')),
 		maxRestartDelayMs: parseDurationSetting('max-restart-delay', string('max-restart-delay')),
 		backoffResetMs: parseDurationSetting('backoff-reset', string('backoff-reset')),
 		metrics,
-		workerTimeoutMs: workerTimeout(string('worker-timeout')),
-		hungStack: onOff('hung-stack', string('hung-stack')),
+		workerTimeoutMs: parseWorkerTimeout('worker-timeout', string('worker-timeout')),
+		hungStack: parseSwitch('hung-stack', string('hung-stack')),
 		maxMemoryBytes: parseSize('max-memory-restart', string('max-memory-restart')),
-		maxRequests: wholeNumber('max-requests', string('max-requests')),
-		maxRequestsJitter: wholeNumber('max-requests-jitter', string('max-requests-jitter')),
+		maxRequests: parseWholeNumber('max-requests', string('max-requests')),
+		maxRequestsJitter: parseWholeNumber('max-requests-jitter', string('max-requests-jitter')),
 	};
-	return {kind: 'run', options, workerCount, logFormat: logFormat as LogFormat | undefined};
+	return {kind: 'run', options, workerCount, logFormat};
 }

@@ -2,6 +2,8 @@
  * Time as the drain sees it: `now()` and timers. Every timed decision of the
  * primary and of a worker's drain goes through a `Clock`, so unit tests drive
  * them with a fake one (test/helpers/fakes.ts): exact, and without sleeps.
+ * Also the one race of a promise against a timeout (`withTimeout`), for both
+ * sides: p-event is not loaded in workers.
  */
 import {performance} from 'node:perf_hooks';
 
@@ -26,6 +28,37 @@ export const systemClock: Clock = {
 		}
 	},
 };
+
+/** Node's timers, unref'd: they never keep the process alive. */
+const backgroundClock: Clock = {
+	...systemClock,
+	setTimeout: (fn, ms) => setTimeout(fn, ms).unref() as unknown as Timer,
+	setInterval: (fn, ms) => setInterval(fn, ms).unref() as unknown as Timer,
+};
+
+const TIMED_OUT = Symbol('timed out');
+
+/**
+ * What `promise` settles with (a rejection too), or `onTimeout()` if `ms` pass
+ * first; the timer is cleared either way. It runs on `clock`: a fake one in unit
+ * tests, the primary's own, whose timers hold the process until it exits with
+ * its code. Without one, on an unref'd Node timer: a wait inside a worker must
+ * never keep the app's process alive.
+ */
+export async function withTimeout<T>(promise: PromiseLike<T>, ms: number, onTimeout: () => T, clock: Clock = backgroundClock): Promise<T> {
+	let timer: Timer | undefined;
+	try {
+		const first = await Promise.race([promise, new Promise<typeof TIMED_OUT>(resolve => {
+			timer = clock.setTimeout(() => {
+				resolve(TIMED_OUT);
+			}, ms);
+		})]);
+		// Called here, not in the timer: a throw becomes this promise's rejection.
+		return first === TIMED_OUT ? onTimeout() : first;
+	} finally {
+		clock.clear(timer);
+	}
+}
 
 /** Timers that are cleared together when their owner is done (a drain, a fleet). */
 export class TimerGroup {

@@ -6,6 +6,7 @@
  * last lines before `process.exit` (the drain summary) must not be lost.
  */
 import {UsageError} from './errors.js';
+import {readWorkerEnv, WORKER_ENV} from './worker-env.js';
 import {pino, type DestinationStream, type Logger, type LevelWithSilent} from 'pino';
 
 export type {Logger} from 'pino';
@@ -42,9 +43,9 @@ export function createLogger({role, level, workerId, destination}: LoggerOptions
  * variable, not a crash inside pino.
  */
 export function logLevelFromEnv(env: Record<string, string | undefined>): string {
-	const level = env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info';
+	const level = readWorkerEnv(env).logLevel;
 	if (!(LOG_LEVELS as readonly string[]).includes(level)) {
-		throw new UsageError(`GRACEFUL_CLUSTER_LOG_LEVEL: "${level}" is not a level. Use one of ${LOG_LEVELS.join(', ')}.`);
+		throw new UsageError(`${WORKER_ENV.logLevel}: "${level}" is not a level. Use one of ${LOG_LEVELS.join(', ')}.`);
 	}
 
 	return level;

@@ -43,6 +43,9 @@ export const DEFAULT_WORKER_SETTINGS: WorkerSettings = {
 
 export const DEFAULT_SETTINGS: DrainSettings = {...DEFAULT_TIMELINE, ...DEFAULT_WORKER_SETTINGS};
 
+/** `--log-level`'s default; also the worker helper's and standalone mode's without `GRACEFUL_CLUSTER_LOG_LEVEL`. */
+export const DEFAULT_LOG_LEVEL = 'info';
+
 /** Each setting's long flag; the environment variable is `GRACEFUL_CLUSTER_` + its upper snake case. */
 export const SETTING_FLAGS = {
 	servePeriodMs: 'serve-period',

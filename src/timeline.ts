@@ -8,6 +8,26 @@
  *
  * A cluster worker learns the timeline by one route only: the drain message,
  * which carries what is left of it when the primary sends it (`remaining`).
+ *
+ * Glossary: the sides name the same stretch in words of their own. A worker by
+ * its drain phase (worker/drain.ts `Phase`); the primary by its drain's state
+ * (primary/drain.ts `DrainState`) and by each worker's record (worker-record.ts);
+ * /status and `graceful_cluster_drain_phase` by their phase (primary/status.ts
+ * `DrainPhase`, with its number). Read across:
+ *
+ *   stretch                              worker    primary's drain  worker record  /status
+ *   before the signal                    serving   (none)           listening      serving 0
+ *   signal .. serve                      serve     draining         listening      serve 1
+ *   serve .. serve + reject              reject    draining         listening      reject 2
+ *   listening stopped .. requests done   closing   draining         listening      closing 3
+ *   the app's shutdown hooks             hooks     draining         hooks          closing 3
+ *   said so, exiting                     done      draining         drained        closing 3
+ *   deadline or second signal .. gone    (killed)  killing          killed         stopping 4
+ *   every worker gone                    -         finished         gone           stopping 4
+ *   a reload replaced it, leaving        retiring  (none)           retiring       serving 0
+ *
+ * The primary's own state (primary/index.ts) is `draining` from the signal
+ * until its drain finishes, then `stopped` (shown as `stopping`).
  */
 import {formatDuration} from './duration.js';
 import {UsageError} from './errors.js';

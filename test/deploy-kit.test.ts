@@ -12,7 +12,7 @@ import {parseAllDocuments} from 'yaml';
 import {parseArgs} from '../src/args.js';
 import {parseDuration} from '../src/duration.js';
 import {ExitCode} from '../src/exit-codes.js';
-import type {PrimaryOptions} from '../src/primary/index.js';
+import type {PrimaryOptions} from '../src/primary/options.js';
 import {SETTING_FLAGS, type DrainSettings} from '../src/settings.js';
 import {ROOT} from './helpers/cluster.js';
 

@@ -1,9 +1,9 @@
 /**
- * The cluster's drain, from the signal to the exit code.
+ * The cluster's drain, from the signal to the exit code, as one `DrainState`:
  *
- *   serving ──signal──▶ draining ──every worker gone──────────▶ finished (0, or 5 if one was lost)
- *                          │ ──deadline──▶ killing ──gone/net──▶ finished (3)
- *                          │ ──second signal──▶ killing ───────▶ finished (4)
+ *   signal ──▶ draining ──every worker gone──────────────────────────────▶ finished (0, or 5 if one was lost)
+ *                 │ ──deadline──────▶ killing (by deadline) ──gone/net────▶ finished (3)
+ *                 │ ──second signal─▶ killing (by second-signal) ─────────▶ finished (4)
  *
  * It arms the deadline before anything else, tells every worker (the drain
  * message carries what is left of the timeline, timeline.ts), disconnects the
@@ -19,6 +19,15 @@ import type {Fleet} from './fleet.js';
 import {isAttached, killReason, lastLive, placeOf, type WorkerRecord} from './worker-record.js';
 
 export type ForcedBy = 'deadline' | 'second-signal';
+
+/** The primary's words for the drain (the worker's and /status': timeline.ts). */
+export type DrainState =
+	/** Every worker was told; waiting for them to be gone. */
+	| {readonly name: 'draining'}
+	/** The workers left were sent SIGKILL; waiting for them to be gone, or `KILL_WAIT_MS`. */
+	| {readonly name: 'killing'; readonly by: ForcedBy}
+	/** Over: the exit code is settled. `forcedBy` stays for /status. */
+	| {readonly name: 'finished'; readonly code: ExitCode; readonly durationMs: number; readonly forcedBy: ForcedBy | undefined};
 
 const PROGRESS_INTERVAL_MS = 1000;
 /** `drain progress` repeats unchanged counts at most this often (an idle reject phase is quiet). */
@@ -80,10 +89,7 @@ export class ClusterDrain {
 	readonly startedAt: number;
 	/** The workers alive when the signal came: the ones this drain answers for. */
 	readonly workers: readonly WorkerRecord[];
-	private forced: ForcedBy | undefined;
-	private finished = false;
-	/** How long it took, once finished. */
-	durationMs: number | undefined;
+	private lifecycle: DrainState = {name: 'draining'};
 	private lastProgress: {readonly key: string; readonly at: number} | undefined;
 	private readonly timers: TimerGroup;
 
@@ -127,14 +133,42 @@ export class ClusterDrain {
 		return this.options.timeline;
 	}
 
-	/** Killing the workers left (the deadline or a second signal). */
+	get state(): DrainState {
+		return this.lifecycle;
+	}
+
+	/** Why the workers left were killed (the deadline or a second signal), if they were. */
 	get forcedBy(): ForcedBy | undefined {
-		return this.forced;
+		const state = this.lifecycle;
+		switch (state.name) {
+			case 'draining': {
+				return undefined;
+			}
+
+			case 'killing': {
+				return state.by;
+			}
+
+			case 'finished': {
+				return state.forcedBy;
+			}
+
+			default: {
+				const never: never = state;
+				throw new Error(`unknown drain state ${String(never)}`);
+			}
+		}
+	}
+
+	/** How long it took, once finished. */
+	get durationMs(): number | undefined {
+		return this.lifecycle.name === 'finished' ? this.lifecycle.durationMs : undefined;
 	}
 
 	/** Another stop signal: the same one delivered twice, or the user insisting. */
 	onSignal(signal: NodeJS.Signals): void {
-		if (this.forced) {
+		// Already killing, or over.
+		if (this.lifecycle.name !== 'draining') {
 			return;
 		}
 
@@ -201,7 +235,11 @@ export class ClusterDrain {
 	}
 
 	private killAll(reason: ForcedBy): void {
-		this.forced ??= reason;
+		// The deadline can still come after a second signal: it kills again, but the first reason stays.
+		if (this.lifecycle.name === 'draining') {
+			this.lifecycle = {name: 'killing', by: reason};
+		}
+
 		for (const record of this.options.fleet.alive) {
 			this.options.logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, upgrades: record.report?.upgrades ?? null, streams: record.report?.streams ?? null, reason}, 'killing worker');
 			this.options.fleet.kill(record, reason);
@@ -222,16 +260,18 @@ export class ClusterDrain {
 
 	/** Every worker is gone, or we stopped waiting. */
 	private finish(): void {
-		if (this.finished) {
+		if (this.lifecycle.name === 'finished') {
 			return;
 		}
 
-		this.finished = true;
+		const forcedBy = this.forcedBy;
+		const lost = this.workers.filter(record => !leftCleanly(record));
+		const code = outcome(forcedBy, lost.length);
+		const durationMs = Math.round(this.options.clock.now() - this.startedAt);
+		this.lifecycle = {name: 'finished', code, durationMs, forcedBy};
 		this.timers.clearAll();
 		this.options.fleet.off('gone', this.check);
 		this.options.fleet.off('message', this.onMessage);
-		const lost = this.workers.filter(record => !leftCleanly(record));
-		const code = outcome(this.forced, lost.length);
 		let served = 0;
 		let rejected = 0;
 		let closedLongLived = 0;
@@ -241,10 +281,9 @@ export class ClusterDrain {
 			closedLongLived += record.report?.closedLongLived ?? 0;
 		}
 
-		this.durationMs = Math.round(this.options.clock.now() - this.startedAt);
 		const summary = {
 			signal: this.signal,
-			durationMs: this.durationMs,
+			durationMs,
 			served,
 			rejected,
 			closedLongLived,

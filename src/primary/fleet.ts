@@ -13,7 +13,7 @@
 import {EventEmitter} from 'node:events';
 import type {Address} from 'node:cluster';
 import {pEvent} from 'p-event';
-import {TimerGroup, type Clock} from '../clock.js';
+import {TimerGroup, withTimeout, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
@@ -61,7 +61,8 @@ export function formatAddress(address: Address): string {
 	return host.includes(':') ? `[${host}]:${address.port}` : `${host}:${address.port}`;
 }
 
-type Handlers = {[K in ToPrimary['type']]: (record: WorkerRecord, message: Extract<ToPrimary, {type: K}>) => void};
+/** `metrics` is not the fleet's: the metrics room takes it from the 'message' event (primary/metrics.ts). */
+type Handlers = {[K in Exclude<ToPrimary['type'], 'metrics'>]: (record: WorkerRecord, message: Extract<ToPrimary, {type: K}>) => void};
 
 export class Fleet extends EventEmitter<FleetEvents> {
 	private readonly records = new Map<number, WorkerRecord>();
@@ -74,7 +75,13 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	/** Workers' output streams not yet ended: their last lines may still be in the pipes. */
 	private readonly pendingOutput = new Set<Promise<void>>();
 
-	/** What each of our messages does to the worker's record, by type. */
+	/**
+	 * What each of our messages does to the worker's record, by type. None
+	 * reaches a record that is gone: gone waits for the channel to close, and
+	 * Node emits a channel's last messages before its 'disconnect' (or, for a
+	 * channel that never says so, for CHANNEL_CLOSE_WAIT_MS after the exit: what
+	 * the worker wrote before it exited was read long before).
+	 */
 	private readonly handlers: Handlers = {
 		attached(record) {
 			const {state} = record;
@@ -95,13 +102,8 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, closedLongLived: 0};
 			if (isPlaced(state)) {
 				record.state = {name: 'hooks', summary, from: state};
-			} else if (state.name === 'gone' && isPlaced(state.last)) {
-				// Read after the exit: it still counts (see worker-record.ts).
-				record.state = {...state, last: {name: 'hooks', summary, from: state.last}};
 			}
 		},
-		// Kept by the metrics room (primary/metrics.ts), which listens to 'message'.
-		metrics() {},
 		drained(record, message) {
 			const {state} = record;
 			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs, closedLongLived: message.closedLongLived};
@@ -110,10 +112,6 @@ export class Fleet extends EventEmitter<FleetEvents> {
 				record.state = {name: 'drained', summary, from: state};
 			} else if (state.name === 'hooks') {
 				record.state = {name: 'drained', summary, from: state.from};
-			} else if (state.name === 'gone' && state.last.name !== 'killed' && state.last.name !== 'drained') {
-				// Read after the exit: it still counts (see worker-record.ts).
-				const from = state.last.name === 'hooks' ? state.last.from : state.last;
-				record.state = {...state, last: {name: 'drained', summary, from}};
 			}
 		},
 		heartbeat: (record, message) => {
@@ -244,14 +242,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	 * or after `timeoutMs`, in case a process the app started still holds a pipe.
 	 */
 	async outputFlushed(timeoutMs: number): Promise<void> {
-		let timer;
-		await Promise.race([
-			Promise.all(this.pendingOutput),
-			new Promise<void>(resolve => {
-				timer = this.clock.setTimeout(resolve, timeoutMs);
-			}),
-		]);
-		this.clock.clear(timer);
+		await withTimeout(Promise.all(this.pendingOutput), timeoutMs, () => [], this.clock);
 	}
 
 	private forwardOutput(record: WorkerRecord): void {
@@ -355,7 +346,10 @@ export class Fleet extends EventEmitter<FleetEvents> {
 
 			case 'ours': {
 				const {message} = parsed;
-				(this.handlers[message.type] as (record: WorkerRecord, message: ToPrimary) => void)(record, message);
+				if (message.type !== 'metrics') {
+					(this.handlers[message.type] as (record: WorkerRecord, message: ToPrimary) => void)(record, message);
+				}
+
 				this.emit('message', record, message);
 				return;
 			}

@@ -2,11 +2,16 @@
  * The primary: owns the workers and the shutdown timeline. It wires the rooms
  * of the primary together and holds the cluster's one state:
  *
- *   running --SIGTERM/SIGINT/SIGQUIT--> draining --every worker gone / deadline--> stopping
+ *   running --SIGTERM/SIGINT/SIGQUIT--> draining --every worker gone / deadline--> stopped
  *   running --SIGHUP/SIGUSR2--> reloading --every worker replaced / a replacement failed--> running
  *   reloading --SIGTERM/SIGINT/SIGQUIT--> draining (the reload is aborted; the drain takes every
  *                                         worker, and the retired workers' deadlines become its own)
- *   running | reloading --the app cannot start--> stopping (a reload is aborted)
+ *   running | reloading --the app cannot start--> stopping --every worker gone / KILL_WAIT_MS--> stopped
+ *                                                 (a reload is aborted)
+ *
+ * `stopped` keeps the drain, if there was one, for /status; it waits for the
+ * workers' last output, then `run()` resolves. /status and the logs name it
+ * `stopping` too: to them the cluster is on its way out either way.
  *
  *   signals.ts     what each signal means
  *   fleet.ts       forking, IPC, output, kill/disconnect (plumbing)
@@ -15,69 +20,26 @@
  *   watchdog.ts    hung workers: a silent heartbeat -> SIGKILL, restarted by the supervisor
  *   recycle.ts     replacing workers by memory or requests served, through the Replacer
  *   drain.ts       deadline, the drain message, outcome -> exit code
+ *   options.ts     what the primary is started with, and each option's default
  *
  * The exit itself is the CLI's: `run()` resolves with the code.
  */
 import {TimerGroup} from '../clock.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
-import type {DrainSettings} from '../settings.js';
-import {workerSettingsToEnv} from '../settings.js';
 import {ClusterDrain, KILL_WAIT_MS} from './drain.js';
 import {realEdges, type ProcessEdges} from './edges.js';
 import {Fleet} from './fleet.js';
+import type {MetricsAddress, PrimaryOptions} from './options.js';
 import type {LineSink} from './output.js';
 import {Recycler} from './recycle.js';
 import {reload, Replacer, type ReloadResult} from './reload.js';
+import type {ClusterState, ClusterView} from './status.js';
 import {Watchdog} from './watchdog.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {Supervisor} from './supervisor.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
-
-export interface PrimaryOptions {
-	/** Absolute path of the app's entry script. */
-	readonly script: string;
-	readonly args: readonly string[];
-	readonly workers: number;
-	readonly settings: DrainSettings;
-	readonly logLevel: string;
-	readonly listenTimeoutMs: number;
-	readonly maxStartFailures: number;
-	readonly restartDelayMs: number;
-	readonly maxRestartDelayMs: number;
-	readonly backoffResetMs: number;
-	/** Extra node flags for the workers (the primary's own `execArgv` come first). */
-	readonly execArgv?: readonly string[];
-	/** A listening worker whose heartbeat is silent this long is killed as hung; 0 (the default here) turns it off. */
-	readonly workerTimeoutMs?: number;
-	/** Workers capture a blocked loop's JavaScript stack before the kill (a thread each: about 10 MB RSS). */
-	readonly hungStack?: boolean;
-	/** Recycling by RSS and by requests served (recycle.ts); 0 turns each off. */
-	readonly maxMemoryBytes?: number;
-	readonly maxRequests?: number;
-	readonly maxRequestsJitter?: number;
-	/** `--metrics`: where the primary serves `/metrics` and `/status`; off when undefined. */
-	readonly metrics?: MetricsAddress | undefined;
-}
-
-export interface MetricsAddress {
-	/** undefined: every interface. */
-	readonly host: string | undefined;
-	readonly port: number;
-}
-
-/** What the metrics and status room reads of the cluster (primary/metrics.ts). */
-export interface ClusterView {
-	readonly state: PrimaryState['name'];
-	/** The drain, from its signal on (also once finished, while the primary stops). */
-	readonly drain: ClusterDrain | undefined;
-	readonly reloads: Readonly<Record<ReloadResult['kind'], number>>;
-	readonly options: PrimaryOptions;
-	readonly fleet: Fleet;
-	readonly clock: ProcessEdges['clock'];
-	/** `clock.now()` when the primary was constructed. */
-	readonly startedAt: number;
-}
+import {workerEnv} from '../worker-env.js';
 
 export interface PrimaryOutput {
 	readonly logger: Logger;
@@ -90,7 +52,12 @@ type PrimaryState =
 	| {readonly name: 'running'}
 	| {readonly name: 'reloading'; readonly abort: AbortController}
 	| {readonly name: 'draining'; readonly drain: ClusterDrain}
-	| {readonly name: 'stopping'; readonly code: ExitCode};
+	/** The app cannot start: what runs is killed; waiting for it to be gone. */
+	| {readonly name: 'stopping'; readonly code: ExitCode}
+	| {readonly name: 'stopped'; readonly drain: ClusterDrain | undefined};
+
+/** The state as /status and the logs name it (see the header). */
+const shownName = (state: PrimaryState): ClusterState => state.name === 'stopped' ? 'stopping' : state.name;
 
 /**
  * How long a worker retired by a reload keeps its idle keep-alive connections
@@ -120,8 +87,6 @@ export class Primary {
 	private readonly logger: Logger;
 	private readonly done: Promise<ExitCode>;
 	private resolveDone!: (code: ExitCode) => void;
-	private resolved = false;
-	private drain: ClusterDrain | undefined;
 	private readonly reloads: Record<ReloadResult['kind'], number> = {finished: 0, failed: 0, abandoned: 0};
 	private readonly startedAt: number;
 
@@ -140,13 +105,7 @@ export class Primary {
 			// The bootstrap runs in every worker before the app: it keeps the worker
 			// alive on a direct SIGTERM/SIGINT and holds the drain message for attach().
 			execArgv: [...process.execArgv, ...(options.execArgv ?? []), '--import', BOOTSTRAP],
-			env: {
-				...workerSettingsToEnv(options.settings),
-				GRACEFUL_CLUSTER_LOG_LEVEL: options.logLevel,
-				// The heartbeat's settings (worker/heartbeat.ts), in the options' own syntax.
-				GRACEFUL_CLUSTER_WORKER_TIMEOUT: `${options.workerTimeoutMs ?? 0}ms`,
-				GRACEFUL_CLUSTER_HUNG_STACK: options.hungStack ? 'on' : 'off',
-			},
+			env: workerEnv(options),
 			logger,
 			stdout: output.stdout,
 			stderr: output.stderr,
@@ -170,16 +129,12 @@ export class Primary {
 			deadlineMs: options.settings.gracePeriodMs,
 			shutdown: this.shutdown.signal,
 		});
-		this.watchdog = new Watchdog(this.fleet, {workerTimeoutMs: options.workerTimeoutMs ?? 0}, this.timers, logger);
+		this.watchdog = new Watchdog(this.fleet, options, this.timers, logger);
 		// Only while running: a reload replaces every worker anyway, a drain takes them all.
-		this.recycler = new Recycler(this.fleet, this.replacer, {
-			maxMemoryBytes: options.maxMemoryBytes ?? 0,
-			maxRequests: options.maxRequests ?? 0,
-			maxRequestsJitter: options.maxRequestsJitter ?? 0,
-		}, edges.clock, logger, () => this.state.name === 'running');
+		this.recycler = new Recycler(this.fleet, this.replacer, options, edges.clock, logger, () => this.state.name === 'running');
 		this.fleet.on('gone', () => {
 			if (this.state.name === 'stopping' && this.fleet.alive.length === 0) {
-				this.resolve(this.state.code);
+				this.end(this.state.code);
 			}
 		});
 		// Before anything is forked: a SIGTERM during start-up (held by cli.ts until
@@ -203,9 +158,10 @@ export class Primary {
 
 	/** The cluster as the metrics and status room reads it. */
 	get view(): ClusterView {
+		const {state} = this;
 		return {
-			state: this.state.name,
-			drain: this.drain,
+			state: shownName(state),
+			drain: state.name === 'draining' || state.name === 'stopped' ? state.drain : undefined,
 			reloads: this.reloads,
 			options: this.options,
 			fleet: this.fleet,
@@ -268,7 +224,8 @@ export class Primary {
 				break;
 			}
 
-			case 'stopping': {
+			case 'stopping':
+			case 'stopped': {
 				break;
 			}
 
@@ -281,7 +238,7 @@ export class Primary {
 
 	private onReload(signal: NodeJS.Signals): void {
 		if (this.state.name !== 'running') {
-			this.logger.warn({state: this.state.name}, `${signal} ignored: ${this.state.name === 'reloading' ? 'a reload is already running' : 'the cluster is shutting down'}`);
+			this.logger.warn({state: shownName(this.state)}, `${signal} ignored: ${this.state.name === 'reloading' ? 'a reload is already running' : 'the cluster is shutting down'}`);
 			return;
 		}
 
@@ -312,12 +269,10 @@ export class Primary {
 			clock: this.edges.clock,
 			logger: this.logger,
 			onFinished: code => {
-				this.state = {name: 'stopping', code};
-				this.resolve(code);
+				this.end(code);
 			},
 		}, signal);
 		this.state = {name: 'draining', drain};
-		this.drain = drain;
 		drain.start();
 	}
 
@@ -336,12 +291,27 @@ export class Primary {
 
 	/** Ends the cluster without a drain (the app cannot start): kill what runs. */
 	private stop(code: ExitCode): void {
-		if (this.state.name === 'stopping') {
-			return;
-		}
+		switch (this.state.name) {
+			case 'reloading': {
+				this.state.abort.abort();
+				break;
+			}
 
-		if (this.state.name === 'reloading') {
-			this.state.abort.abort();
+			case 'running': {
+				break;
+			}
+
+			// The supervisor is frozen from a drain on: it gives up only while running or reloading.
+			case 'draining':
+			case 'stopping':
+			case 'stopped': {
+				return;
+			}
+
+			default: {
+				const never: never = this.state;
+				throw new Error(`unknown state ${String(never)}`);
+			}
 		}
 
 		this.state = {name: 'stopping', code};
@@ -353,19 +323,20 @@ export class Primary {
 		}
 
 		this.timers.timeout(() => {
-			this.resolve(code);
+			this.end(code);
 		}, KILL_WAIT_MS);
 		if (this.fleet.alive.length === 0) {
-			this.resolve(code);
+			this.end(code);
 		}
 	}
 
-	private resolve(code: ExitCode): void {
-		if (this.resolved) {
+	/** The cluster has stopped: nothing of ours may fire any more; `run()` resolves once the workers' last output is in. */
+	private end(code: ExitCode): void {
+		if (this.state.name === 'stopped') {
 			return;
 		}
 
-		this.resolved = true;
+		this.state = {name: 'stopped', drain: this.state.name === 'draining' ? this.state.drain : undefined};
 		this.timers.clearAll();
 		this.fleet.close();
 		this.retireDeadlines.clearAll();

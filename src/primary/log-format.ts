@@ -9,8 +9,10 @@
  * write goes out in one synchronous write, as before, so lines never interleave.
  */
 import type {DestinationStream} from 'pino';
-import type {LogFormat} from '../args.js';
 import type {LineSink} from './output.js';
+
+export const LOG_FORMATS = ['json', 'pretty'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
 
 export interface LogFormatChoice {
 	readonly format: LogFormat;

@@ -7,9 +7,9 @@
 import http from 'node:http';
 import {UsageError} from '../errors.js';
 import type {Logger} from '../logger.js';
-import type {ClusterView, MetricsAddress} from './index.js';
 import {ClusterMetrics} from './metrics.js';
-import {clusterStatus} from './status.js';
+import type {MetricsAddress} from './options.js';
+import {clusterStatus, type ClusterView} from './status.js';
 
 export const formatMetricsAddress = ({host, port}: MetricsAddress): string =>
 	host === undefined ? String(port) : `${host.includes(':') ? `[${host}]` : host}:${port}`;

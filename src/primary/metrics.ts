@@ -15,11 +15,11 @@
  * goes up: the scrape is partial, never failed.
  */
 import client from 'prom-client';
+import {withTimeout} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {MetricsMessage, ToPrimary} from '../protocol.js';
-import type {ClusterView} from './index.js';
 import {AppMetrics} from './app-metrics.js';
-import {DRAIN_PHASES, drainPhase, inflightOf} from './status.js';
+import {DRAIN_PHASES, drainPhase, inflightOf, type ClusterView} from './status.js';
 import {exitReason, isAttached, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
 
 /** How long a scrape waits for a worker's app metrics. */
@@ -202,16 +202,13 @@ export class ClusterMetrics {
 			}
 
 			const id = this.nextId++;
-			asked.push(new Promise<boolean>(resolve => {
-				const timer = clock.setTimeout(() => {
-					this.waiting.delete(id);
-					resolve(false);
-				}, this.waitMs);
+			const answered = new Promise<boolean>(resolve => {
 				this.waiting.set(id, () => {
-					clock.clear(timer);
-					this.waiting.delete(id);
 					resolve(true);
 				});
+			});
+			asked.push(withTimeout(answered, this.waitMs, () => false, clock).finally(() => {
+				this.waiting.delete(id);
 			}));
 			this.fleet.send(record, {type: 'metrics-request', id});
 		}

@@ -1,13 +1,33 @@
 /**
  * The cluster as `GET /status` shows it, and the numbers `/metrics` reads: the
  * state and timeline of the primary, one entry per worker. Pure reads of the
- * primary's view (index.ts `ClusterView`): no prom-client, no I/O.
+ * primary's view (`ClusterView`, which index.ts hands out): no prom-client, no I/O.
  */
+import type {Clock} from '../clock.js';
 import {rejectEndsAt} from '../timeline.js';
-import type {ClusterView} from './index.js';
+import type {ClusterDrain} from './drain.js';
+import type {Fleet} from './fleet.js';
+import type {PrimaryOptions} from './options.js';
+import type {ReloadResult} from './reload.js';
 import {isAttached, lastLive, roleOf, type WorkerRecord} from './worker-record.js';
 
-/** The drain's phases as `graceful_cluster_drain_phase` numbers them: the index. */
+/** The primary's state (index.ts `PrimaryState`) by name, as `/status` shows it. */
+export type ClusterState = 'running' | 'reloading' | 'draining' | 'stopping';
+
+/** What the metrics and status room reads of the cluster (index.ts `Primary.view`). */
+export interface ClusterView {
+	readonly state: ClusterState;
+	/** The drain, from its signal on (also once finished, while the primary stops). */
+	readonly drain: ClusterDrain | undefined;
+	readonly reloads: Readonly<Record<ReloadResult['kind'], number>>;
+	readonly options: PrimaryOptions;
+	readonly fleet: Fleet;
+	readonly clock: Clock;
+	/** `clock.now()` when the primary was constructed. */
+	readonly startedAt: number;
+}
+
+/** The drain's phases as `graceful_cluster_drain_phase` numbers them: the index (the other sides' words: timeline.ts). */
 export const DRAIN_PHASES = ['serving', 'serve', 'reject', 'closing', 'stopping'] as const;
 export type DrainPhase = (typeof DRAIN_PHASES)[number];
 
@@ -18,11 +38,28 @@ export type DrainPhase = (typeof DRAIN_PHASES)[number];
  */
 export function drainPhase(view: ClusterView): DrainPhase {
 	const {drain} = view;
-	if (view.state === 'running' || view.state === 'reloading') {
-		return 'serving';
+	switch (view.state) {
+		case 'running':
+		case 'reloading': {
+			return 'serving';
+		}
+
+		case 'stopping': {
+			return 'stopping';
+		}
+
+		case 'draining': {
+			break;
+		}
+
+		default: {
+			const never: never = view.state;
+			throw new Error(`unknown state ${String(never)}`);
+		}
 	}
 
-	if (view.state === 'stopping' || !drain || drain.forcedBy !== undefined || drain.durationMs !== undefined) {
+	// Killing the workers left is stopping too.
+	if (!drain || drain.state.name !== 'draining') {
 		return 'stopping';
 	}
 

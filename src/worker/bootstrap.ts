@@ -25,11 +25,12 @@ import {systemClock} from '../clock.js';
 import {createLogger} from '../logger.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {openChannel} from './channel.js';
-import {heartbeatOptionsFromEnv, startHeartbeat} from './heartbeat.js';
+import {startHeartbeat} from './heartbeat.js';
 import {runHooks} from './hooks.js';
 import {answerScrape} from './metrics.js';
 import {asHooks, holdSignalListeners} from './signal-listeners.js';
 import {blockOutput} from './stdio.js';
+import {readWorkerEnv} from '../worker-env.js';
 
 // `child_process.fork()` copies `execArgv`, so the app's own children would load
 // this file too and then ignore SIGTERM; take it out of what they inherit.
@@ -42,7 +43,8 @@ for (let index = process.execArgv.indexOf(self); index > 0 && process.execArgv[i
 // makes `cluster.isWorker`, is gone from the environment of anything it starts).
 if (cluster.isWorker && cluster.worker) {
 	const workerId = cluster.worker.id;
-	const logger = createLogger({role: 'worker', level: process.env['GRACEFUL_CLUSTER_LOG_LEVEL'] ?? 'info', workerId});
+	const {logLevel, heartbeat} = readWorkerEnv(process.env);
+	const logger = createLogger({role: 'worker', level: logLevel, workerId});
 
 	const channel = openChannel(workerId, {
 		invalid(reason) {
@@ -56,7 +58,7 @@ if (cluster.isWorker && cluster.worker) {
 		blockOutput();
 	});
 
-	startHeartbeat(channel, logger, heartbeatOptionsFromEnv(process.env));
+	startHeartbeat(channel, logger, heartbeat);
 
 	// Ours go on before the app's are held.
 	const onSignal = (signal: NodeJS.Signals): void => {

@@ -16,21 +16,13 @@
  * while the loop is blocked (RESEARCH-2.md section 4b).
  */
 import {monitorEventLoopDelay} from 'node:perf_hooks';
-import {parseDuration} from '../duration.js';
 import type {Logger} from '../logger.js';
+import {readWorkerEnv, type HeartbeatOptions} from '../worker-env.js';
 import type {WorkerChannel} from './channel.js';
 
-export const HEARTBEAT_INTERVAL_MS = 1000;
+export type {HeartbeatOptions} from '../worker-env.js';
 
-export interface HeartbeatOptions {
-	/**
-	 * The primary's `--worker-timeout`; 0: off. The heartbeat is sent either way:
-	 * recycling and metrics read it too.
-	 */
-	readonly workerTimeoutMs: number;
-	/** Start the watchdog thread that captures a blocked loop's stack (about 10 MB RSS). */
-	readonly captureStack: boolean;
-}
+export const HEARTBEAT_INTERVAL_MS = 1000;
 
 /**
  * When the watchdog thread captures: most of the timeout, leaving the capture
@@ -38,18 +30,8 @@ export interface HeartbeatOptions {
  */
 export const captureAfter = (workerTimeoutMs: number): number => workerTimeoutMs - Math.min(2000, workerTimeoutMs / 2);
 
-/**
- * The primary passes its settings in the worker's environment at fork
- * (primary/index.ts), under the options' own variable names and in their
- * syntax, so a CLI the app starts itself reads them as valid options.
- */
-export const HEARTBEAT_ENV = {workerTimeout: 'GRACEFUL_CLUSTER_WORKER_TIMEOUT', hungStack: 'GRACEFUL_CLUSTER_HUNG_STACK'} as const;
-
-export function heartbeatOptionsFromEnv(env: Record<string, string | undefined>): HeartbeatOptions {
-	// Absent (a primary of another version): no watchdog.
-	const timeout = parseDuration(env[HEARTBEAT_ENV.workerTimeout] ?? '0') ?? 0;
-	return {workerTimeoutMs: timeout, captureStack: env[HEARTBEAT_ENV.hungStack] === 'on'};
-}
+/** The settings the primary passed in the worker's environment at fork (worker-env.ts). */
+export const heartbeatOptionsFromEnv = (env: Record<string, string | undefined>): HeartbeatOptions => readWorkerEnv(env).heartbeat;
 
 export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: HeartbeatOptions): void {
 	// The resolution is the histogram's sampling period, not the precision of a

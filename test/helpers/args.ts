@@ -4,7 +4,7 @@
  * meanwhile, and everything is put back after.
  */
 import {parseArgs} from '../../src/args.js';
-import type {PrimaryOptions} from '../../src/primary/index.js';
+import type {PrimaryOptions} from '../../src/primary/options.js';
 import {ROOT} from './cluster.js';
 
 export function parseOptions(argv: readonly string[], env: Record<string, string> = {}): PrimaryOptions {

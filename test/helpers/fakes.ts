@@ -7,7 +7,8 @@ import {EventEmitter} from 'node:events';
 import type {Clock, Timer} from '../../src/clock.js';
 import type {ExitCode} from '../../src/exit-codes.js';
 import {createLogger, type Logger} from '../../src/logger.js';
-import {Primary, type PrimaryOptions} from '../../src/primary/index.js';
+import {Primary} from '../../src/primary/index.js';
+import {DEFAULT_PRIMARY_OPTIONS, type PrimaryOptions} from '../../src/primary/options.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import type {ClusterEdge, ProcessEdges, WorkerHandle} from '../../src/primary/edges.js';
 import {envelope, type ToPrimary} from '../../src/protocol.js';
@@ -246,16 +247,18 @@ export function fakePrimary(overrides: Partial<PrimaryOptions> = {}) {
 	const {logger, lines, messages} = captureLogger();
 	const sink = {write() {}};
 	const options: PrimaryOptions = {
+		...DEFAULT_PRIMARY_OPTIONS,
 		script: '/app/server.js',
 		args: [],
 		workers: 2,
 		settings: {...DEFAULT_SETTINGS, ...FAKE_TIMELINE},
-		logLevel: 'info',
 		listenTimeoutMs: 10_000,
 		maxStartFailures: 3,
 		restartDelayMs: 100,
 		maxRestartDelayMs: 1000,
 		backoffResetMs: 30_000,
+		// Fake workers beat only when a test says so: the watchdog is off unless it turns it on.
+		workerTimeoutMs: 0,
 		...overrides,
 	};
 	const primary = new Primary(options, {logger, stdout: sink, stderr: sink}, edges);

@@ -3,7 +3,8 @@
 import test from 'ava';
 import {ExitCode} from '../../src/exit-codes.js';
 import {Fleet} from '../../src/primary/fleet.js';
-import {RETIRE_LINGER_MS, type PrimaryOptions} from '../../src/primary/index.js';
+import {RETIRE_LINGER_MS} from '../../src/primary/index.js';
+import type {PrimaryOptions} from '../../src/primary/options.js';
 import {MEMORY_BEATS, Recycler, RETRY_AFTER_MS} from '../../src/primary/recycle.js';
 import {findStack} from '../../src/primary/watchdog.js';
 import {Replacer} from '../../src/primary/reload.js';
@@ -12,7 +13,7 @@ import {TimerGroup} from '../../src/clock.js';
 import {HUNG_STACK_MESSAGE, parseMessage, envelope, type ToPrimary} from '../../src/protocol.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import {captureAfter, heartbeatOptionsFromEnv} from '../../src/worker/heartbeat.js';
-import {parseSize} from '../../src/args.js';
+import {parseSize} from '../../src/values.js';
 import {UsageError} from '../../src/errors.js';
 import {parseOptions} from '../helpers/args.js';
 import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush, type FakeWorker} from '../helpers/fakes.js';

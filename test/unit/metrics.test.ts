@@ -3,9 +3,10 @@
 // graceful-cluster's own metrics following the fleet (fake workers, fake clock).
 import test from 'ava';
 import client from 'prom-client';
-import {parseMetricsAddress} from '../../src/args.js';
+import {parseMetricsAddress} from '../../src/values.js';
 import {AppMetrics} from '../../src/primary/app-metrics.js';
-import {Primary, type PrimaryOptions} from '../../src/primary/index.js';
+import {Primary} from '../../src/primary/index.js';
+import {DEFAULT_PRIMARY_OPTIONS, type PrimaryOptions} from '../../src/primary/options.js';
 import {chooseLogFormat, PrettySink, prettyLine, prettySink} from '../../src/primary/log-format.js';
 import {ClusterMetrics, METRICS_WAIT_MS} from '../../src/primary/metrics.js';
 import {clusterStatus} from '../../src/primary/status.js';
@@ -135,8 +136,11 @@ function cluster(workers = 2) {
 	const {logger} = captureLogger();
 	const sink = {write() {}};
 	const options: PrimaryOptions = {
+		...DEFAULT_PRIMARY_OPTIONS,
 		script: '/app/server.js', args: [], workers, settings: {...DEFAULT_SETTINGS, servePeriodMs: 1000, rejectPeriodMs: 4000, gracePeriodMs: 30_000},
-		logLevel: 'info', listenTimeoutMs: 10_000, maxStartFailures: 3, restartDelayMs: 100, maxRestartDelayMs: 1000, backoffResetMs: 30_000,
+		listenTimeoutMs: 10_000, maxStartFailures: 3, restartDelayMs: 100, maxRestartDelayMs: 1000, backoffResetMs: 30_000,
+		// Its fake workers never beat: no watchdog.
+		workerTimeoutMs: 0,
 	};
 	const primary = new Primary(options, {logger, stdout: sink, stderr: sink}, edges);
 	const metrics = new ClusterMetrics(() => primary.view, logger);
@@ -238,4 +242,6 @@ test('own metrics: workers by state add up to the live workers; starts and exits
 	t.is(sample(text, 'graceful_cluster_worker_exits_total{reason="drain"}'), 2);
 	t.is(sample(text, 'graceful_cluster_drain_phase'), 4);
 	t.is(sample(text, 'graceful_cluster_workers{state="listening"}'), 0);
+	t.is(sample(text, 'graceful_cluster_drain_duration_seconds'), 5);
+	t.like(clusterStatus(primary.view, metrics.restartsOf), {state: 'stopping', phase: 'stopping', drainPhase: 4, drain: {signal: 'SIGTERM', forcedBy: null, durationMs: 5000}});
 });

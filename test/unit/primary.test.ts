@@ -2,7 +2,8 @@
 // clock (test/helpers/fakes.ts): each transition, exactly, without processes.
 import test from 'ava';
 import {ExitCode} from '../../src/exit-codes.js';
-import {Primary, RETIRE_LINGER_MS, type PrimaryOptions} from '../../src/primary/index.js';
+import {Primary, RETIRE_LINGER_MS} from '../../src/primary/index.js';
+import {DEFAULT_PRIMARY_OPTIONS} from '../../src/primary/options.js';
 import {exitReason} from '../../src/primary/worker-record.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush} from '../helpers/fakes.js';
@@ -78,6 +79,24 @@ test('drain: the same signal twice within 500 ms is one drain; a later one kills
 
 	t.is(await p.done, ExitCode.SECOND_SIGNAL);
 	t.is(p.lines.filter(line => line.msg === 'drain started').length, 1);
+});
+
+test('drain: its state says why it kills, the first reason stays; finished, the view keeps it', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	const {drain} = p.primary.view;
+	t.deepEqual(drain?.state, {name: 'draining'});
+	p.clock.advance(TIMELINE.gracePeriodMs - 1000);
+	p.edges.signal('SIGINT');
+	t.deepEqual(drain?.state, {name: 'killing', by: 'second-signal'});
+	p.clock.advance(1000);
+	t.truthy(p.line('grace period over; killing the workers left'));
+	t.deepEqual(drain?.state, {name: 'killing', by: 'second-signal'}, 'the deadline kills again; the reason stays');
+	a!.exit(null, 'SIGKILL');
+	t.is(await p.done, ExitCode.SECOND_SIGNAL);
+	t.deepEqual(drain?.state, {name: 'finished', code: ExitCode.SECOND_SIGNAL, durationMs: TIMELINE.gracePeriodMs, forcedBy: 'second-signal'});
+	t.like(p.primary.view, {state: 'stopping', drain});
 });
 
 test('drain: an attached worker that exits without saying it drained is lost -> exit 5', async t => {
@@ -167,7 +186,8 @@ test('a signal before run() ends an empty cluster with 0; nothing is forked', as
 	const {logger} = captureLogger();
 	const sink = {write() {}};
 	const p = new Primary({
-		script: '/app/server.js', args: [], workers: 2, settings: DEFAULT_SETTINGS, logLevel: 'info', listenTimeoutMs: 0, maxStartFailures: 1, restartDelayMs: 1, maxRestartDelayMs: 1, backoffResetMs: 1,
+		...DEFAULT_PRIMARY_OPTIONS,
+		script: '/app/server.js', args: [], workers: 2, listenTimeoutMs: 0, maxStartFailures: 1, restartDelayMs: 1, maxRestartDelayMs: 1, backoffResetMs: 1, workerTimeoutMs: 0,
 	}, {logger, stdout: sink, stderr: sink}, edges);
 	edges.signal('SIGTERM');
 	t.is(await p.run(), ExitCode.OK);

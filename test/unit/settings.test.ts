@@ -6,6 +6,7 @@ import {
 	DEFAULT_WORKER_SETTINGS, settingsFromEnv, workerSettingsFromEnv, workerSettingsToEnv,
 } from '../../src/settings.js';
 import {checkTimeline, DEFAULT_TIMELINE, remaining} from '../../src/timeline.js';
+import {readWorkerEnv, workerEnv} from '../../src/worker-env.js';
 
 test('parseDuration reads what manifests write', t => {
 	t.is(parseDuration('500ms'), 500);
@@ -74,4 +75,13 @@ test('the helper reads GRACEFUL_CLUSTER_LOG_LEVEL as a usage error when pino wou
 	t.is(logLevelFromEnv({}), 'info');
 	t.is(logLevelFromEnv({GRACEFUL_CLUSTER_LOG_LEVEL: 'debug'}), 'debug');
 	t.throws(() => logLevelFromEnv({GRACEFUL_CLUSTER_LOG_LEVEL: 'verbose'}), {instanceOf: UsageError, message: /GRACEFUL_CLUSTER_LOG_LEVEL: "verbose" is not a level/});
+});
+
+test('a worker reads back what the primary put in its environment: settings, log level, heartbeat', t => {
+	const settings = {...DEFAULT_WORKER_SETTINGS, retryAfterSeconds: 7, readinessPath: '/ready', keepAliveTimeoutMs: 1500};
+	const env = workerEnv({settings, logLevel: 'debug', workerTimeoutMs: 4500, hungStack: true});
+	t.like(env, {GRACEFUL_CLUSTER_LOG_LEVEL: 'debug', GRACEFUL_CLUSTER_WORKER_TIMEOUT: '4500ms', GRACEFUL_CLUSTER_HUNG_STACK: 'on', GRACEFUL_CLUSTER_KEEP_ALIVE_TIMEOUT: '1500ms'});
+	t.deepEqual(workerSettingsFromEnv(env), settings);
+	t.deepEqual(readWorkerEnv(env), {logLevel: 'debug', heartbeat: {workerTimeoutMs: 4500, captureStack: true}});
+	t.deepEqual(readWorkerEnv({}), {logLevel: 'info', heartbeat: {workerTimeoutMs: 0, captureStack: false}}, 'nothing set: no watchdog');
 });

@@ -1,0 +1,70 @@
+/**
+ * The environment the primary hands each worker at fork, both ends in one
+ * place: what `workerEnv()` puts in it (primary/index.ts) is what
+ * `readWorkerEnv()` reads back (worker/bootstrap.ts, worker/heartbeat.ts).
+ *
+ *   the worker settings  settings.ts' own variables; read back by `workerSettingsFromEnv`
+ *   the log level        GRACEFUL_CLUSTER_LOG_LEVEL
+ *   the heartbeat        GRACEFUL_CLUSTER_WORKER_TIMEOUT, GRACEFUL_CLUSTER_HUNG_STACK
+ *
+ * Each goes under its option's own variable and in the option's own syntax, so
+ * a graceful-cluster CLI the app starts itself reads them as valid options. The
+ * timeline is not here: it travels in the drain message alone (timeline.ts).
+ * Loaded into every worker before the app's first line: no yargs, no pino, no
+ * prom-client.
+ */
+import {parseDuration} from './duration.js';
+import {DEFAULT_LOG_LEVEL, envName, workerSettingsToEnv, type WorkerSettings} from './settings.js';
+
+/** The variables beside the worker settings' own. */
+export const WORKER_ENV = {
+	logLevel: envName('log-level'),
+	workerTimeout: envName('worker-timeout'),
+	hungStack: envName('hung-stack'),
+} as const;
+
+/** What the primary tells its workers: a part of its options (primary/options.ts). */
+export interface WorkerEnvOptions {
+	readonly settings: WorkerSettings;
+	readonly logLevel: string;
+	readonly workerTimeoutMs: number;
+	readonly hungStack: boolean;
+}
+
+/** The heartbeat's settings (worker/heartbeat.ts). */
+export interface HeartbeatOptions {
+	/**
+	 * The primary's `--worker-timeout`; 0: off. The heartbeat is sent either way:
+	 * recycling and metrics read it too.
+	 */
+	readonly workerTimeoutMs: number;
+	/** Start the watchdog thread that captures a blocked loop's stack (about 10 MB RSS). */
+	readonly captureStack: boolean;
+}
+
+/** What a worker reads back; the worker settings apart (`workerSettingsFromEnv`: they can be malformed). */
+export interface WorkerEnv {
+	/** Unchecked: logger.ts' `logLevelFromEnv` names a bad one, where a user wrote it (standalone mode). */
+	readonly logLevel: string;
+	readonly heartbeat: HeartbeatOptions;
+}
+
+export function workerEnv(options: WorkerEnvOptions): Record<string, string> {
+	return {
+		...workerSettingsToEnv(options.settings),
+		[WORKER_ENV.logLevel]: options.logLevel,
+		[WORKER_ENV.workerTimeout]: `${options.workerTimeoutMs}ms`,
+		[WORKER_ENV.hungStack]: options.hungStack ? 'on' : 'off',
+	};
+}
+
+export function readWorkerEnv(env: Record<string, string | undefined>): WorkerEnv {
+	return {
+		logLevel: env[WORKER_ENV.logLevel] ?? DEFAULT_LOG_LEVEL,
+		heartbeat: {
+			// Absent (a primary of another version): no watchdog.
+			workerTimeoutMs: parseDuration(env[WORKER_ENV.workerTimeout] ?? '0') ?? 0,
+			captureStack: env[WORKER_ENV.hungStack] === 'on',
+		},
+	};
+}
