@@ -22,6 +22,12 @@ export const ExitCode = {
 	WORKER_LOST: 5,
 	/** The app failed to start (crashed or never listened) several times in a row. */
 	START_FAILED: 6,
+	/**
+	 * Every request was served, but the app's shutdown code failed: an
+	 * `onShutdown` hook or one of its own signal listeners threw, rejected or
+	 * exited the worker non-zero.
+	 */
+	HOOK_FAILED: 7,
 } as const;
 
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
@@ -39,4 +45,5 @@ export const EXIT_CODE_MEANINGS: Readonly<Record<keyof typeof ExitCode, string>>
 	SECOND_SIGNAL: 'a second SIGTERM/SIGINT/SIGQUIT during the drain; the workers were killed at once',
 	WORKER_LOST: 'a worker left the drain without draining: with the helper, it exited (or was killed as hung) before it reported that its requests were done, whatever its last in-flight count; without it, it exited non-zero. An exit during its shutdown hooks, or before it ever listened, does not count',
 	START_FAILED: 'the app failed to start --max-start-failures times in a row (crashed before listening, or did not listen within --listen-timeout)',
+	HOOK_FAILED: 'every request was served, but the app\'s shutdown failed: an onShutdown hook or one of its own signal listeners threw, rejected, or exited the worker non-zero',
 };

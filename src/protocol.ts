@@ -19,6 +19,11 @@ export interface DrainMessage {
 	readonly servePeriodMs: number;
 	readonly rejectPeriodMs: number;
 	readonly gracePeriodMs: number;
+	/**
+	 * The signal the primary received: the app's own listeners for it run at the
+	 * drain's end (worker/signal-listeners.ts). Absent from an older primary.
+	 */
+	readonly signal?: string;
 }
 
 /**
@@ -30,6 +35,8 @@ export interface RetireMessage {
 	readonly type: 'retire';
 	/** Keep idle keep-alive connections this long for their next request before closing them. */
 	readonly lingerMs: number;
+	/** The signal that started the reload (SIGHUP, SIGUSR2); absent for a recycle. */
+	readonly signal?: string;
 }
 
 /** Worker -> primary: the app called `attach()`, so this worker drains itself. */
@@ -65,6 +72,17 @@ export interface HooksMessage {
 	readonly rejected: number;
 }
 
+/**
+ * Worker -> primary, during the hooks: one of them (an `onShutdown` function or
+ * one of the app's own signal listeners) threw or rejected. Sent, and
+ * acknowledged, before the next one runs: a later `process.exit()` cannot
+ * lose it.
+ */
+export interface HookFailedMessage {
+	readonly type: 'hook-failed';
+	readonly hook: string;
+}
+
 /** Worker -> primary: nothing in flight, hooks ran, about to exit 0. */
 export interface DrainedMessage {
 	readonly type: 'drained';
@@ -73,6 +91,8 @@ export interface DrainedMessage {
 	readonly durationMs: number;
 	/** Upgraded connections and event streams the app left open, closed by the drain. */
 	readonly closedLongLived: number;
+	/** Hooks and app signal listeners that threw or rejected (each also told in a `hook-failed` message). Absent from an older helper. */
+	readonly hooksFailed?: number;
 }
 
 /** What a worker's drain did, as it tells the primary in its `drained` message. */
@@ -127,8 +147,15 @@ export interface MetricsMessage {
 /** The drain or retire instruction: the primary's "leave". */
 export type LeaveMessage = DrainMessage | RetireMessage;
 export type ToWorker = LeaveMessage | MetricsRequestMessage;
-export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | HooksMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
+export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
+
+/** Every message type, by direction: a type left out of these is a compile error. */
+const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true};
+const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, covers: true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
+/** What a worker accepts from the primary, and the primary from a worker (`parseMessage`'s `accept`). */
+export const TO_WORKER = Object.keys(TO_WORKER_TYPES) as ReadonlyArray<ToWorker['type']>;
+export const TO_PRIMARY = Object.keys(TO_PRIMARY_TYPES) as ReadonlyArray<ToPrimary['type']>;
 
 export function envelope(message: Message): Record<string, unknown> {
 	return {[KEY]: {v: PROTOCOL_VERSION, ...message}};
@@ -139,23 +166,28 @@ export type Parsed<T> =
 	| {readonly kind: 'foreign'}
 	| {readonly kind: 'invalid'; readonly reason: string};
 
-type FieldKind = 'count' | 'text' | 'metrics';
+/** A field's kind; `?`: it may be absent (added later: the other side may be an older copy). */
+type FieldKind = 'count' | 'text' | 'metrics' | 'count?' | 'signal?';
+const SIGNAL = /^SIG[A-Z0-9]{2,10}$/;
 
 const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; readonly expected: string}> = {
 	count: {test: value => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0, expected: 'a non-negative integer'},
 	text: {test: value => typeof value === 'string' && value.length <= 4096, expected: 'a string of at most 4096 characters'},
 	metrics: {test: isMetricsJson, expected: `prom-client's getMetricsAsJSON() result (at most ${MAX_METRICS} metrics, ${MAX_METRIC_VALUES} values)`},
+	'count?': {test: value => value === undefined || CHECKS.count.test(value), expected: 'absent or a non-negative integer'},
+	'signal?': {test: value => value === undefined || (typeof value === 'string' && SIGNAL.test(value)), expected: 'absent or a signal name'},
 };
 
 /** Which fields each message must carry, and of what kind. */
 const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
-	drain: {servePeriodMs: 'count', rejectPeriodMs: 'count', gracePeriodMs: 'count'},
-	retire: {lingerMs: 'count'},
+	drain: {servePeriodMs: 'count', rejectPeriodMs: 'count', gracePeriodMs: 'count', signal: 'signal?'},
+	retire: {lingerMs: 'count', signal: 'signal?'},
 	attached: {},
 	covers: {address: 'text'},
 	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count'} satisfies Record<keyof Counts, FieldKind>,
 	hooks: {served: 'count', rejected: 'count'},
-	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count'},
+	'hook-failed': {hook: 'text'},
+	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count', hooksFailed: 'count?'},
 	'metrics-request': {id: 'count'},
 	metrics: {id: 'count', metrics: 'metrics'},
 	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count'},

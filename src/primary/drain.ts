@@ -11,12 +11,13 @@
  * drain), logs progress, and settles the exit code in one place (`outcome`).
  */
 import {TimerGroup, type Clock} from '../clock.js';
+import {sumCounts} from '../counts.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import type {DrainMessage} from '../protocol.js';
 import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
 import type {Fleet} from './fleet.js';
-import {isAttached, killReason, lastLive, placeOf, type WorkerRecord} from './worker-record.js';
+import {hookFailures, isAttached, killReason, lastLive, placeOf, type WorkerRecord} from './worker-record.js';
 
 export type ForcedBy = 'deadline' | 'second-signal';
 
@@ -63,8 +64,11 @@ export function leftCleanly(record: WorkerRecord): boolean {
 	return !isAttached(state) && killReason(state) === undefined && state.code === 0 && state.signal === null;
 }
 
-/** The exit code of a drain: the one place it is decided. */
-export function outcome(forced: ForcedBy | undefined, lost: number): ExitCode {
+/**
+ * The exit code of a drain: the one place it is decided. Requests first (a
+ * kill, a lost worker), then the app's shutdown code (a failed hook).
+ */
+export function outcome(forced: ForcedBy | undefined, lost: number, hooksFailed = 0): ExitCode {
 	if (forced === 'second-signal') {
 		return ExitCode.SECOND_SIGNAL;
 	}
@@ -73,8 +77,15 @@ export function outcome(forced: ForcedBy | undefined, lost: number): ExitCode {
 		return ExitCode.DEADLINE;
 	}
 
-	return lost > 0 ? ExitCode.WORKER_LOST : ExitCode.OK;
+	if (lost > 0) {
+		return ExitCode.WORKER_LOST;
+	}
+
+	return hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK;
 }
+
+/** The `outcome` field of `drain finished`: how the code came about, in a word. */
+export const outcomeName = (code: ExitCode): 'clean' | 'hooks-failed' | 'forced' => (code === ExitCode.OK ? 'clean' : code === ExitCode.HOOK_FAILED ? 'hooks-failed' : 'forced');
 
 export interface ClusterDrainOptions {
 	readonly fleet: Fleet;
@@ -126,7 +137,7 @@ export class ClusterDrain {
 
 	/** The drain message as it stands now: phases already (partly) over are shortened. */
 	message(): DrainMessage {
-		return {type: 'drain', ...remaining(this.options.timeline, this.options.clock.now() - this.startedAt)};
+		return {type: 'drain', ...remaining(this.options.timeline, this.options.clock.now() - this.startedAt), signal: this.signal};
 	}
 
 	get timeline(): Timeline {
@@ -208,20 +219,15 @@ export class ClusterDrain {
 
 	private logProgress(): void {
 		const workers: Record<number, number | 'no helper' | 'no report'> = {};
-		let inflight = 0;
-		let upgrades = 0;
-		let streams = 0;
-		for (const record of this.options.fleet.alive) {
+		const alive = this.options.fleet.alive;
+		for (const record of alive) {
 			// A worker without the helper never reports; one with it that has not
 			// reported yet may be frozen: the two must not look alike.
-			const count = record.report?.inflight;
-			workers[record.id] = count ?? (isAttached(record.state) ? 'no report' : 'no helper');
-			inflight += count ?? 0;
-			// Long-lived connections apart: they never hold the drain.
-			upgrades += record.report?.upgrades ?? 0;
-			streams += record.report?.streams ?? 0;
+			workers[record.id] = record.report?.inflight ?? (isAttached(record.state) ? 'no report' : 'no helper');
 		}
 
+		// Long-lived connections apart: they never hold the drain.
+		const {inflight, upgrades, streams} = sumCounts(alive.map(record => record.report));
 		// Only when the counts changed, or every PROGRESS_REPEAT_MS: an idle reject
 		// phase of 20 s is not 20 identical lines.
 		const key = JSON.stringify([workers, upgrades, streams]);
@@ -266,30 +272,26 @@ export class ClusterDrain {
 
 		const forcedBy = this.forcedBy;
 		const lost = this.workers.filter(record => !leftCleanly(record));
-		const code = outcome(forcedBy, lost.length);
+		const hooksFailed = this.workers.reduce((sum, record) => sum + hookFailures(record), 0);
+		const code = outcome(forcedBy, lost.length, hooksFailed);
 		const durationMs = Math.round(this.options.clock.now() - this.startedAt);
 		this.lifecycle = {name: 'finished', code, durationMs, forcedBy};
 		this.timers.clearAll();
 		this.options.fleet.off('gone', this.check);
 		this.options.fleet.off('message', this.onMessage);
-		let served = 0;
-		let rejected = 0;
-		let closedLongLived = 0;
-		for (const record of this.workers) {
-			served += record.report?.served ?? 0;
-			rejected += record.report?.rejected ?? 0;
-			closedLongLived += record.report?.closedLongLived ?? 0;
-		}
-
+		const {served, rejected} = sumCounts(this.workers.map(record => record.report));
 		const summary = {
 			signal: this.signal,
 			durationMs,
 			served,
 			rejected,
-			closedLongLived,
+			closedLongLived: this.workers.reduce((sum, record) => sum + (record.report?.closedLongLived ?? 0), 0),
 			workersLost: lost.length,
 			workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
-			outcome: code === ExitCode.OK ? 'clean' : 'forced',
+			hooksFailed,
+			// Requests the kill or the lost worker cut short: their last reported count.
+			responsesCut: sumCounts(lost.map(record => record.report)).inflight,
+			outcome: outcomeName(code),
 			exitCode: code,
 			...(lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, killedFor: killReason(record.state) ?? null}))} : {}),
 		};

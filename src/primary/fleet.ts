@@ -15,7 +15,7 @@ import type {Address} from 'node:cluster';
 import {pEvent} from 'p-event';
 import {TimerGroup, withTimeout, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
-import {envelope, parseMessage, type ToPrimary, type ToWorker} from '../protocol.js';
+import {envelope, parseMessage, TO_PRIMARY, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
 import {isPlaced, uncovered, type KillReason, type ReplaceReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
@@ -104,6 +104,10 @@ export class Fleet extends EventEmitter<FleetEvents> {
 				record.state = {name: 'hooks', summary, from: state};
 			}
 		},
+		'hook-failed'(record, message) {
+			// The worker logged it; the drain counts it (drain.ts).
+			record.hooksFailed.push(message.hook);
+		},
 		drained(record, message) {
 			const {state} = record;
 			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs, closedLongLived: message.closedLongLived};
@@ -152,6 +156,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			report: undefined,
 			health: undefined,
 			covered: new Set(),
+			hooksFailed: [],
 		};
 		this.records.set(record.id, record);
 		this.forwardOutput(record);
@@ -208,16 +213,17 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	 * Replaced by a reload: a worker with the helper leaves on its own after the
 	 * linger; one without is disconnected.
 	 */
-	retire(record: WorkerRecord, lingerMs: number, reason: ReplaceReason = 'reload'): void {
+	retire(record: WorkerRecord, lingerMs: number, reason: ReplaceReason = 'reload', by?: NodeJS.Signals): void {
 		const {state} = record;
 		if (state.name !== 'starting' && state.name !== 'listening') {
 			return;
 		}
 
 		record.state = {name: 'retiring', attached: state.attached, reason};
-		if (state.attached) {
-			this.send(record, {type: 'retire', lingerMs});
-		} else {
+		// Also to a worker without the helper: its bootstrap runs the app's own
+		// listeners for the signal (worker/bootstrap.ts).
+		this.send(record, {type: 'retire', lingerMs, ...(by ? {signal: by} : {})});
+		if (!state.attached) {
 			this.disconnect(record);
 		}
 	}
@@ -328,7 +334,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	private onMessage(record: WorkerRecord, raw: unknown): void {
-		const parsed = parseMessage<ToPrimary>(raw, ['attached', 'covers', 'inflight', 'hooks', 'drained', 'metrics', 'heartbeat']);
+		const parsed = parseMessage<ToPrimary>(raw, TO_PRIMARY);
 		switch (parsed.kind) {
 			case 'foreign': {
 				// The app's own process.send() traffic: not ours, not an error.

@@ -250,6 +250,7 @@ export class Primary {
 			logger: this.logger,
 			timers: this.timers,
 			signal: abort.signal,
+			by: signal,
 		}).then(result => {
 			this.reloads[result.kind]++;
 			if (this.state.name === 'reloading' && this.state.abort === abort) {

@@ -16,6 +16,7 @@
  */
 import client from 'prom-client';
 import {withTimeout} from '../clock.js';
+import {sumCounts} from '../counts.js';
 import type {Logger} from '../logger.js';
 import type {MetricsMessage, ToPrimary} from '../protocol.js';
 import {AppMetrics} from './app-metrics.js';
@@ -112,13 +113,7 @@ export class ClusterMetrics {
 		});
 		this.rejected = counter('requests_rejected_total');
 		gauge('connections_open', function () {
-			let upgrades = 0;
-			let streams = 0;
-			for (const {report} of self.fleet.alive) {
-				upgrades += report?.upgrades ?? 0;
-				streams += report?.streams ?? 0;
-			}
-
+			const {upgrades, streams} = sumCounts(self.fleet.alive.map(record => record.report));
 			this.set({kind: 'upgrade'}, upgrades);
 			this.set({kind: 'stream'}, streams);
 		});

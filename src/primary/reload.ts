@@ -64,7 +64,11 @@ export class Replacer {
 		return this.busy.has(slot);
 	}
 
-	async replace(record: WorkerRecord, reason: ReplaceReason, signal?: AbortSignal): Promise<ReplaceResult> {
+	/**
+	 * `by`: the signal that asked for it (a reload's SIGHUP or SIGUSR2), told to
+	 * the retiring worker: the app's own listeners for it run as it leaves.
+	 */
+	async replace(record: WorkerRecord, reason: ReplaceReason, signal?: AbortSignal, by?: NodeJS.Signals): Promise<ReplaceResult> {
 		const {fleet, supervisor, logger} = this.options;
 		if (this.busy.has(record.slot)) {
 			return {kind: 'busy'};
@@ -91,7 +95,7 @@ export class Replacer {
 
 			fleet.promote(candidate);
 			if (!oldCrashed) {
-				this.retire(record, reason);
+				this.retire(record, reason, by);
 			}
 
 			logger.info({slot: record.slot, worker: candidate.id, replaced: record.id, reason}, 'worker replaced');
@@ -101,9 +105,9 @@ export class Replacer {
 		}
 	}
 
-	private retire(record: WorkerRecord, reason: ReplaceReason): void {
+	private retire(record: WorkerRecord, reason: ReplaceReason, by: NodeJS.Signals | undefined): void {
 		const {fleet, logger, timers, lingerMs, deadlineMs} = this.options;
-		fleet.retire(record, lingerMs, reason);
+		fleet.retire(record, lingerMs, reason, by);
 		timers.timeout(() => {
 			if (record.state.name !== 'gone') {
 				logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null}, 'retiring worker still running at the deadline; killing it');
@@ -119,6 +123,8 @@ export interface ReloadOptions {
 	readonly logger: Logger;
 	readonly timers: TimerGroup;
 	readonly signal: AbortSignal;
+	/** The signal that started the reload, for the log and the retiring workers. */
+	readonly by: NodeJS.Signals;
 }
 
 /** How often a reload looks again at a slot a recycle is replacing. */
@@ -126,10 +132,10 @@ const BUSY_POLL_MS = 100;
 
 export type ReloadResult = {readonly kind: 'finished' | 'failed' | 'abandoned'; readonly replaced: number};
 
-export async function reload({fleet, replacer, logger, timers, signal}: ReloadOptions): Promise<ReloadResult> {
+export async function reload({fleet, replacer, logger, timers, signal, by}: ReloadOptions): Promise<ReloadResult> {
 	const startedAt = timers.clock.now();
 	const old = fleet.alive.filter(record => isServingMember(record)).sort((a, b) => a.slot - b.slot);
-	logger.info({workers: old.length}, 'reload started');
+	logger.info({signal: by, workers: old.length}, 'reload started');
 	let replaced = 0;
 	for (const record of old) {
 		if (isGone(record)) {
@@ -139,14 +145,14 @@ export async function reload({fleet, replacer, logger, timers, signal}: ReloadOp
 
 		// A recycle may be replacing this slot (it started before the reload): wait for it.
 		// eslint-disable-next-line no-await-in-loop
-		let result = await replacer.replace(record, 'reload', signal);
+		let result = await replacer.replace(record, 'reload', signal, by);
 		while (result.kind === 'busy' && !signal.aborted) {
 			// eslint-disable-next-line no-await-in-loop
 			await new Promise(resolve => {
 				timers.timeout(() => resolve(undefined), BUSY_POLL_MS);
 			});
 			// eslint-disable-next-line no-await-in-loop
-			result = isGone(record) || record.state.name === 'retiring' ? {kind: 'replaced'} : await replacer.replace(record, 'reload', signal);
+			result = isGone(record) || record.state.name === 'retiring' ? {kind: 'replaced'} : await replacer.replace(record, 'reload', signal, by);
 		}
 
 		if (result.kind === 'abandoned' || signal.aborted) {

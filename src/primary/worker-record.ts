@@ -15,6 +15,7 @@
  */
 import type {LastLines} from './output.js';
 import type {WorkerHandle} from './edges.js';
+import type {Counts} from '../counts.js';
 import type {DrainSummary} from '../protocol.js';
 
 /** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
@@ -73,14 +74,8 @@ export interface HooksSummary {
 	readonly rejected: number;
 }
 
-export interface InflightReport {
-	readonly inflight: number;
-	readonly served: number;
-	readonly rejected: number;
-	/** Upgraded connections (WebSockets) still open: apart from `inflight`. */
-	readonly upgrades: number;
-	/** Event streams still open: apart from `inflight`. */
-	readonly streams: number;
+/** A worker's last counts (counts.ts), and what its drain closed. */
+export interface InflightReport extends Counts {
 	/** Long-lived connections the worker's drain closed (known once it drained). */
 	readonly closedLongLived: number;
 }
@@ -102,6 +97,8 @@ export interface WorkerRecord {
 	health: WorkerHealth | undefined;
 	/** What its attached servers listen on (ports, socket paths), as it reported them. */
 	readonly covered: Set<string>;
+	/** Its shutdown hooks and app signal listeners that threw or rejected, by name, as it reported them. */
+	readonly hooksFailed: string[];
 }
 
 /** The part of a logged address that a worker's attached server reports: the port, or a socket's path. */
@@ -143,6 +140,28 @@ export function isPlaced(state: WorkerState): state is PlacedState {
 export function killReason(state: WorkerState): KillReason | undefined {
 	const live = state.name === 'gone' ? state.last : state;
 	return live.name === 'killed' ? live.reason : undefined;
+}
+
+/**
+ * How many of the worker's shutdown hooks and app signal listeners failed:
+ * those it reported (threw, rejected), plus one for its own exit once its
+ * requests were done, if that was non-zero (`process.exit(1)` in a hook), or
+ * a kill that cut them (the deadline, a second signal).
+ */
+export function hookFailures(record: WorkerRecord): number {
+	const {state} = record;
+	let failures = record.hooksFailed.length;
+	if (state.name === 'gone') {
+		const last = lastLive(state).name;
+		if (last === 'hooks' || last === 'drained') {
+			const cut = killReason(state) !== undefined;
+			if (cut || (state.code !== 0 && state.code !== null) || (last === 'hooks' && state.signal !== null)) {
+				failures++;
+			}
+		}
+	}
+
+	return failures;
 }
 
 /** The app called `attach()`: the worker drains itself. */

@@ -21,16 +21,16 @@
  * their usual `server.close(callback)` waits for the connections still open.
  */
 import cluster from 'node:cluster';
-import {systemClock} from '../clock.js';
+import {performance} from 'node:perf_hooks';
 import {createLogger} from '../logger.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
-import {openChannel} from './channel.js';
-import {startHeartbeat} from './heartbeat.js';
-import {runHooks} from './hooks.js';
-import {answerScrape} from './metrics.js';
-import {asHooks, holdSignalListeners} from './signal-listeners.js';
-import {blockOutput} from './stdio.js';
+import {rejectEndsAt, remaining} from '../timeline.js';
 import {readWorkerEnv} from '../worker-env.js';
+import {leaveSignal, openChannel} from './channel.js';
+import {startHeartbeat} from './heartbeat.js';
+import {answerScrape} from './metrics.js';
+import {callListeners, holdSignalListeners, listenerName, listenersFor} from './signal-listeners.js';
+import {blockOutput} from './stdio.js';
 
 // `child_process.fork()` copies `execArgv`, so the app's own children would load
 // this file too and then ignore SIGTERM; take it out of what they inherit.
@@ -68,7 +68,7 @@ if (cluster.isWorker && cluster.worker) {
 			logger.info({signal}, 'signal received by the worker; only the primary acts on it');
 		}
 
-		if (signal === 'SIGTERM' || signal === 'SIGINT') {
+		if (SIGNAL_ACTIONS[signal as HandledSignal] === 'drain') {
 			held.received ??= signal;
 		}
 	};
@@ -80,16 +80,39 @@ if (cluster.isWorker && cluster.worker) {
 		process.on(signal, onSignal);
 	}
 
-	const held = holdSignalListeners({takeExisting: false});
+	// The app's listeners for every signal the primary drains or reloads on.
+	const held = holdSignalListeners({takeExisting: false, signals: HANDLED_SIGNALS.filter(signal => SIGNAL_ACTIONS[signal] !== 'ignore')});
 
-	// The primary disconnects a worker whose app never attached when the reject
-	// phase ends (its basic drain). Nothing else here knows its requests, so the
-	// app's own shutdown runs then; `attach()` takes the listeners over otherwise.
-	held.listenOurselves('disconnect', () => {
-		if (held.owner !== 'bootstrap' || channel.drain === undefined) {
-			return;
-		}
+	// A worker whose app never attached gets the basic drain: the primary
+	// disconnects it when the reject phase ends (at once in a reload). Nothing
+	// here knows its requests, so the app's own shutdown runs then, from the
+	// leave message's timeline: waiting for the disconnect would wait for every
+	// connection to close, which a gRPC client channel never does before the
+	// app's own `tryShutdown()`. `attach()` takes the listeners over otherwise.
+	channel.listeners.add(({message, receivedAt}) => {
+		const at = message.type === 'drain' ? rejectEndsAt(remaining(message, performance.now() - receivedAt)) : 0;
+		setTimeout(() => {
+			if (held.owner !== 'bootstrap') {
+				return;
+			}
 
-		void runHooks(asHooks(held), {logger, clock: systemClock});
+			const signal = leaveSignal(message, held.received);
+			const entries = listenersFor(held, signal, {retiring: message.type === 'retire'});
+			if (entries.length === 0) {
+				return;
+			}
+
+			// The app's own shutdown, re-raising its signal when done (terminus,
+			// NestJS), means to end the process: it ends, as drained.
+			held.onSelfSignal = () => {
+				process.exit(0);
+			};
+
+			logger.info({listeners: entries.map(entry => listenerName(entry, signal)), signal}, 'running the app\'s own signal listeners');
+			callListeners(held, entries, signal, (name, error) => {
+				logger.error({err: error, hook: name}, 'a shutdown hook failed; running the rest');
+				channel.send({type: 'hook-failed', hook: name.slice(0, 4096)});
+			});
+		}, at).unref();
 	});
 }

@@ -10,7 +10,7 @@
  * late with the time already spent subtracted.
  */
 import {performance} from 'node:perf_hooks';
-import {envelope, parseMessage, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';
+import {envelope, parseMessage, TO_WORKER, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 
 /** The primary's instruction to leave: a drain (shutdown) or a retire (reload). Only the first counts. */
 export interface ReceivedDrain {
@@ -36,6 +36,15 @@ export interface WorkerChannel {
 	 * scrape gets `[]` at once. Optional: an older bootstrap's channel lacks it.
 	 */
 	metrics?: (() => Promise<unknown>) | undefined;
+}
+
+/**
+ * The signal a leave answers: the one the primary received (in the message),
+ * else the one this worker received itself, else what the orchestrator sends
+ * to stop (SIGTERM) or to reload (SIGHUP).
+ */
+export function leaveSignal(message: LeaveMessage, receivedHere: NodeJS.Signals | undefined): NodeJS.Signals {
+	return (message.signal as NodeJS.Signals | undefined) ?? receivedHere ?? (message.type === 'drain' ? 'SIGTERM' : 'SIGHUP');
 }
 
 const KEY = Symbol.for('graceful-cluster.worker-channel.v1');
@@ -72,7 +81,7 @@ export function openChannel(workerId: number, handlers: ChannelHandlers): Worker
 		},
 	};
 	process.on('message', (raw: unknown) => {
-		const parsed = parseMessage<ToWorker>(raw, ['drain', 'retire', 'metrics-request']);
+		const parsed = parseMessage<ToWorker>(raw, TO_WORKER);
 		if (parsed.kind === 'invalid') {
 			handlers.invalid(parsed.reason);
 			return;

@@ -8,18 +8,19 @@ import {performance} from 'node:perf_hooks';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import {remaining} from '../timeline.js';
-import type {ReceivedDrain, WorkerChannel} from './channel.js';
+import {leaveSignal, type ReceivedDrain, type WorkerChannel} from './channel.js';
 import type {ProcessDrain} from './drain.js';
 import {sendFinalMetrics} from './metrics.js';
-import {asHooks, getSignalListeners} from './signal-listeners.js';
+import {appShutdown} from './app-shutdown.js';
+import {getSignalListeners} from './signal-listeners.js';
 import {flushOutput} from './stdio.js';
 
 export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger): void {
-	// The bootstrap holds the app's signal listeners; they are our last hooks now.
+	// The bootstrap holds the app's signal listeners; they run after our hooks now.
 	const held = getSignalListeners();
 	if (held) {
 		held.owner = 'attach';
-		drain.setLastHooks(() => asHooks(held));
+		drain.setAppShutdown(appShutdown(held, logger));
 	}
 
 	drain.setHost({
@@ -37,12 +38,25 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 				channel.send({type: 'hooks', served, rejected}, proceed);
 			});
 		},
-		finish(summary) {
+		async hookFailed(hook) {
+			await new Promise<void>(resolve => {
+				channel.send({type: 'hook-failed', hook: hook.slice(0, 4096)}, resolve);
+			});
+		},
+		finish(summary, exit) {
 			void flushOutput().then(async () => sendFinalMetrics(channel)).then(() => {
 				logger.info(summary, 'worker drained');
 				// Exit only once the primary has the message: it tells a drained worker
 				// from one that crashed by this message alone.
-				channel.send({type: 'drained', ...summary}, () => process.exit(ExitCode.OK));
+				channel.send({type: 'drained', ...summary}, () => {
+					if (exit === 'now') {
+						process.exit(ExitCode.OK);
+					}
+
+					// The app's shutdown left nothing running: the process ends by itself,
+					// after whatever its 'beforeExit' listeners started.
+					process.channel?.unref();
+				});
 			});
 		},
 	});
@@ -51,9 +65,9 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 	const start = ({message, receivedAt}: ReceivedDrain): void => {
 		if (message.type === 'drain') {
 			// The message's timeline counts from when the bootstrap read it.
-			drain.begin(remaining(message, performance.now() - receivedAt));
+			drain.begin(remaining(message, performance.now() - receivedAt), leaveSignal(message, held?.received));
 		} else {
-			drain.retire(message.lingerMs);
+			drain.retire(message.lingerMs, leaveSignal(message, undefined));
 		}
 	};
 

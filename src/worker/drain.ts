@@ -26,8 +26,10 @@ import {rejectEndsAt, type Timeline} from '../timeline.js';
 import {createFilter} from './create-filter.js';
 import type {DrainableServer, ServerFilter} from './filter.js';
 import {modeFor, stopsAccepting, type Phase, type PhaseName} from './phase.js';
-import {namedHooks, runHooks, type NamedHook, type ShutdownHook} from './hooks.js';
-import {CLOSE_CODES, DrainNotices, type DrainListener} from './long-lived.js';
+import type {AppShutdown, AppShutdownEnd} from './app-shutdown.js';
+import {namedHooks, runHooks, type ShutdownHook} from './hooks.js';
+import {closeLongLivedOf, DrainNotices, type DrainListener} from './long-lived.js';
+import {DrainProgress, REPORT_INTERVAL_MS, SUMMARY_INTERVAL_MS} from './progress.js';
 import type {Readiness} from './readiness.js';
 
 export type {DrainSummary} from '../protocol.js';
@@ -46,14 +48,22 @@ export interface DrainHost {
 	 * hook's `process.exit()` cannot leave it thinking requests were lost.
 	 */
 	hooksStarting(counts: Counts, proceed: () => void): void;
-	/** The drain is over and the hooks ran: exit. */
-	finish(summary: DrainSummary): void;
+	/**
+	 * A hook or one of the app's own listeners failed: resolves once the host
+	 * has passed it on (the primary must know before a later hook may exit).
+	 */
+	hookFailed?(name: string): Promise<void>;
+	/**
+	 * The drain is over and the hooks ran: exit. `exit` is `'own'` when the
+	 * app's own shutdown ended with nothing of its left running: the process
+	 * ends by itself once it is idle (whatever the app's `'beforeExit'`
+	 * listeners still started finishes first).
+	 */
+	finish(summary: DrainSummary, exit: 'now' | 'own'): void;
 	/** An attached server listens on `address` (its port, or a socket's path). */
 	covers?(address: string): void;
 }
 
-const REPORT_INTERVAL_MS = 250;
-const SUMMARY_INTERVAL_MS = 1000;
 
 export class ProcessDrain {
 	private phase: Phase = {name: 'serving'};
@@ -61,13 +71,19 @@ export class ProcessDrain {
 	private readonly hooks: ShutdownHook[] = [];
 	readonly notices: DrainNotices;
 	private closedLongLived = 0;
-	/** Run after `hooks`: read when the hooks start, so listeners added late still count. */
-	private lastHooks: () => readonly NamedHook[] = () => [];
+	/** The app's own signal listeners, run after `hooks` (app-shutdown.ts). */
+	private app: AppShutdown | undefined;
+	/** The signal that started the drain or the reload: the app's listeners for it run. */
+	private signal: NodeJS.Signals = 'SIGTERM';
+	/** Hooks and app listeners that failed. */
+	private hooksFailed = 0;
+	/** How the app's own shutdown ended, if it had one to run. */
+	private appEnded: AppShutdownEnd | undefined;
 	private readonly timers: TimerGroup;
 	private startedAt = 0;
 	/** `clock.now()` at which the deadline kills this process; unknown in a retire. */
 	private deadlineAt: number | undefined;
-	private rejectedAtLastSummary = 0;
+	private readonly progress: DrainProgress;
 	/** Requests counted by filters since taken off. */
 	private detachedRequests = 0;
 	private host: DrainHost | undefined;
@@ -75,6 +91,7 @@ export class ProcessDrain {
 	constructor(private readonly settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock) {
 		this.timers = new TimerGroup(clock);
 		this.notices = new DrainNotices(clock, logger);
+		this.progress = new DrainProgress(() => this.counts, logger);
 	}
 
 	get phaseName(): PhaseName {
@@ -88,6 +105,18 @@ export class ProcessDrain {
 
 	get inflight(): number {
 		return this.counts.inflight;
+	}
+
+	/** What the drain did so far: the `drained` message and `drain finished`'s figures. */
+	summary(): DrainSummary {
+		const {served, rejected} = this.counts;
+		return {
+			durationMs: Math.round(this.clock.now() - this.startedAt),
+			served,
+			rejected,
+			closedLongLived: this.closedLongLived,
+			hooksFailed: this.hooksFailed,
+		};
 	}
 
 	setHost(host: DrainHost): void {
@@ -157,21 +186,22 @@ export class ProcessDrain {
 		this.notices.add(listener);
 	}
 
-	/** Hooks to run after the app's `onShutdown()` ones (its held signal listeners). */
-	setLastHooks(source: () => readonly NamedHook[]): void {
-		this.lastHooks = source;
+	/** The app's own shutdown, run after its `onShutdown()` hooks (its held signal listeners). */
+	setAppShutdown(app: AppShutdown): void {
+		this.app = app;
 	}
 
 	/**
 	 * Starts the drain on what is left of the timeline (`remaining()` of
 	 * timeline.ts: a drain that starts late keeps the original moments).
-	 * Idempotent.
+	 * `signal`: the one that started it. Idempotent.
 	 */
-	begin(timeline: Timeline): void {
+	begin(timeline: Timeline, signal: NodeJS.Signals = 'SIGTERM'): void {
 		if (this.phase.name !== 'serving') {
 			return;
 		}
 
+		this.signal = signal;
 		const now = this.clock.now();
 		this.startedAt = now;
 		this.deadlineAt = now + timeline.gracePeriodMs;
@@ -201,7 +231,7 @@ export class ProcessDrain {
 
 		this.startReporting();
 		this.timers.interval(() => {
-			this.summariseRejections();
+			this.progress.summariseRejections();
 		}, SUMMARY_INTERVAL_MS);
 		this.notices.start('shutdown', now + rejectEndsAt(timeline));
 	}
@@ -209,13 +239,15 @@ export class ProcessDrain {
 	/**
 	 * Leaves for a reload: stop accepting at once, serve what arrives on open
 	 * connections with `Connection: close`, and once nothing is in flight and the
-	 * linger is over, close what is left and exit.
+	 * linger is over, close what is left and exit. `signal`: the one that
+	 * started the reload.
 	 */
-	retire(lingerMs: number): void {
+	retire(lingerMs: number, signal: NodeJS.Signals = 'SIGHUP'): void {
 		if (this.phase.name !== 'serving') {
 			return;
 		}
 
+		this.signal = signal;
 		const phase: Phase = {name: 'retiring', startedAt: this.clock.now(), lingering: true};
 		this.startedAt = phase.startedAt;
 		this.enter(phase);
@@ -236,44 +268,17 @@ export class ProcessDrain {
 		}
 	}
 
-	/**
-	 * The end of the reject phase (a reload: of the linger): the upgraded
-	 * connections and event streams still open are closed, counted and logged
-	 * with a pointer to `onDrain`. They never hold the drain.
-	 */
+	/** The end of the reject phase (a reload: of the linger): long-lived connections still open are closed (long-lived.ts). */
 	private closeLongLived(): void {
-		const reason = this.notices.reason ?? 'shutdown';
-		let upgrades = 0;
-		let streams = 0;
-		for (const filter of this.filters) {
-			const closed = filter.closeLongLived(reason);
-			upgrades += closed.upgrades;
-			streams += closed.streams;
-		}
-
-		if (upgrades + streams > 0) {
-			this.closedLongLived += upgrades + streams;
-			this.logger.info({upgrades, streams, reason, closeCode: CLOSE_CODES[reason]}, 'closed the long-lived connections still open; the app can close them itself, earlier, in handle.onDrain()');
-		}
+		this.closedLongLived += closeLongLivedOf(this.filters, this.notices.reason ?? 'shutdown', this.logger);
 	}
 
-	/** Counts to the host: at once, then whenever one changes, at most four times a second. */
+	/** Counts to the host (progress.ts), then every REPORT_INTERVAL_MS. */
 	private startReporting(): void {
-		let last = '';
-		const report = (): void => {
-			this.sortLongLived();
-			const counts = copyCounts(this.counts);
-			// Rejections too: in an idle reject phase they are the only thing that moves.
-			const key = `${counts.inflight} ${counts.upgrades} ${counts.streams} ${counts.rejected}`;
-			if (key !== last) {
-				last = key;
-				this.host?.progress(counts);
-			}
-		};
-
-		report();
+		this.progress.report(this.host);
 		this.timers.interval(() => {
-			report();
+			this.sortLongLived();
+			this.progress.report(this.host);
 			// A response that became an event stream no longer counts as in flight.
 			this.closeIfIdle();
 		}, REPORT_INTERVAL_MS);
@@ -302,7 +307,7 @@ export class ProcessDrain {
 			}
 
 			case 'closing': {
-				this.summariseRejections();
+				this.progress.summariseRejections();
 				this.closeLongLived();
 				this.logger.info({inflight: this.inflight}, 'stopped listening; waiting for requests in flight');
 				this.closeIfIdle();
@@ -316,13 +321,7 @@ export class ProcessDrain {
 
 			case 'done': {
 				this.timers.clearAll();
-				const {served, rejected} = this.counts;
-				this.host?.finish({
-					durationMs: Math.round(this.clock.now() - this.startedAt),
-					served,
-					rejected,
-					closedLongLived: this.closedLongLived,
-				});
+				this.host?.finish(this.summary(), this.appEnded === 'idle' ? 'own' : 'now');
 				break;
 			}
 
@@ -364,31 +363,41 @@ export class ProcessDrain {
 	}
 
 	private startHooks(): void {
-		const hooks = [...namedHooks(this.hooks), ...this.lastHooks()];
-		if (hooks.length === 0) {
+		const hooks = namedHooks(this.hooks);
+		const reason = this.notices.reason ?? 'shutdown';
+		const app = this.app?.has(this.signal, reason) ? this.app : undefined;
+		if (hooks.length === 0 && !app) {
 			this.enter({name: 'done'});
 			return;
 		}
 
-		const run = (): void => {
-			void runHooks(hooks, {logger: this.logger, clock: this.clock, deadlineAt: this.deadlineAt}).then(() => {
-				this.enter({name: 'done'});
-			});
+		// Every request is done: nothing to report any more, and a timer of ours
+		// must not keep the process alive while the app's shutdown finishes.
+		this.timers.clearAll();
+		const onFailure = async (name: string): Promise<void> => {
+			this.hooksFailed++;
+			await this.host?.hookFailed?.(name);
+		};
+
+		const run = async (): Promise<void> => {
+			if (hooks.length > 0) {
+				await runHooks(hooks, {logger: this.logger, clock: this.clock, deadlineAt: this.deadlineAt, onFailure});
+			}
+
+			if (app) {
+				this.appEnded = (await app.run(this.signal, reason, onFailure)).ended;
+			}
+
+			this.enter({name: 'done'});
 		};
 
 		if (this.host) {
-			this.host.hooksStarting(copyCounts(this.counts), run);
+			this.host.hooksStarting(copyCounts(this.counts), () => {
+				void run();
+			});
 		} else {
-			run();
+			void run();
 		}
 	}
 
-	private summariseRejections(): void {
-		const {rejected} = this.counts;
-		const recent = rejected - this.rejectedAtLastSummary;
-		if (recent > 0) {
-			this.rejectedAtLastSummary = rejected;
-			this.logger.info({rejectedRecently: recent, rejected}, 'rejected requests while draining');
-		}
-	}
 }

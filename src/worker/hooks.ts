@@ -34,6 +34,11 @@ export interface HookRun {
 	readonly clock: Clock;
 	/** `clock.now()` at which the deadline kills this process; undefined: unknown (a retire, a worker without attach()). */
 	readonly deadlineAt?: number | undefined;
+	/**
+	 * Told of each hook that failed, before the next one runs: the primary must
+	 * know even if a later hook ends the process with `process.exit()`.
+	 */
+	readonly onFailure?: ((name: string) => Promise<void>) | undefined;
 }
 
 export interface HooksOutcome {
@@ -47,7 +52,7 @@ export function namedHooks(hooks: readonly ShutdownHook[]): NamedHook[] {
 }
 
 /** Runs `hooks` in order; one that throws or rejects is logged, and the rest still run. */
-export async function runHooks(hooks: readonly NamedHook[], {logger, clock, deadlineAt}: HookRun): Promise<HooksOutcome> {
+export async function runHooks(hooks: readonly NamedHook[], {logger, clock, deadlineAt, onFailure}: HookRun): Promise<HooksOutcome> {
 	const timers = new TimerGroup(clock);
 	logger.info({hooks: hooks.map(hook => hook.name)}, 'running shutdown hooks');
 	let running: NamedHook | undefined;
@@ -74,6 +79,8 @@ export async function runHooks(hooks: readonly NamedHook[], {logger, clock, dead
 			} catch (error) {
 				failed++;
 				logger.error({err: error, hook: hook.name}, 'a shutdown hook failed; running the rest');
+				// eslint-disable-next-line no-await-in-loop
+				await onFailure?.(hook.name);
 			}
 
 			timers.clear(slow);

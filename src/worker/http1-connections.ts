@@ -101,3 +101,29 @@ export function claimLast(request: IncomingMessage): boolean {
 	socket[CLOSING] = true;
 	return true;
 }
+
+/**
+ * Runs `close` (an `http.Server#close()`, which closes the connections Node
+ * thinks idle) without cutting a response still on its way to the client. To
+ * Node a connection is idle once its response has ended (`res.end()` called),
+ * even while the body still waits to be written to a slow client: a 50 MB
+ * `res.end(buffer)` to a client reading at 5 MB/s was cut after 13.6 MB at the
+ * end of the reject phase. Node skips a connection whose response is not
+ * finished, so those responses (the ledger's `open` at drain time, never per
+ * request) are shown as unfinished for the length of the call.
+ */
+export function closeKeepingUnflushed(open: readonly ServerResponse[], close: () => void): void {
+	type Finishable = ServerResponse & {finished: boolean};
+	const unflushed = (open as readonly Finishable[]).filter(response => response.finished && !response.writableFinished);
+	for (const response of unflushed) {
+		response.finished = false;
+	}
+
+	try {
+		close();
+	} finally {
+		for (const response of unflushed) {
+			response.finished = true;
+		}
+	}
+}

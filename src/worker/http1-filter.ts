@@ -21,7 +21,7 @@
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net, {type Socket} from 'node:net';
 import {claimServer, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
-import {claimLast, closeAfterLast, watchQueued} from './http1-connections.js';
+import {claimLast, closeAfterLast, closeKeepingUnflushed, watchQueued} from './http1-connections.js';
 import {Ledger} from './ledger.js';
 import {eventStreamRetryBody, ignoreError, isEventStreamResponse, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
@@ -58,6 +58,13 @@ export class RequestFilter implements ServerFilter {
 	private readonly eventStreamBody: Buffer;
 	private readonly rejectUpgradeBytes: Buffer;
 	private readonly originalEmit: Server['emit'];
+	private readonly originalClose: Server['close'];
+	/** The server had a `close` of its own (the app's, or a library's wrapper) before ours. */
+	private readonly ownClose: boolean;
+	/** Set once the drain stopped the server listening (`stopAccepting`). */
+	private closedByDrain = false;
+	/** The server's 'close' event has been emitted (after `closedByDrain`). */
+	private closeEmitted = false;
 	/** True while `intercept` runs for a `'checkContinue'`: no body is coming until we say so. */
 	private expectingContinue = false;
 	private readonly isOpen = (response: ServerResponse): boolean => this.ledger.has(response);
@@ -87,7 +94,13 @@ export class RequestFilter implements ServerFilter {
 			REJECT_BODY,
 		]);
 		this.originalEmit = server.emit;
+		this.originalClose = server.close;
+		this.ownClose = Object.hasOwn(server, 'close');
 		const filter = this;
+		// eslint-disable-next-line func-names
+		server.close = function (this: Server, ...args: unknown[]): Server {
+			return filter.closedByDrain ? filter.closeAgain(args[0] as ((error?: Error) => void) | undefined) : Reflect.apply(filter.originalClose, this, args) as Server;
+		} as Server['close'];
 		const originalEmit = this.originalEmit;
 		// eslint-disable-next-line func-names
 		server.emit = function (this: Server, event: string | symbol, request?: unknown, response?: unknown): boolean {
@@ -160,15 +173,47 @@ export class RequestFilter implements ServerFilter {
 	 * a reset. Otherwise `http.Server#close`: in a cluster the primary stops
 	 * handing this worker connections (and closes the port once every worker
 	 * has), and the keep-alive connections idle now are dropped; the busy ones
-	 * carry `Connection: close` on their last response.
+	 * carry `Connection: close` on their last response, and a response still
+	 * being written to a slow client is not cut (http1-connections.ts).
+	 * Once only; a server the app closed itself is left as it is.
 	 */
 	stopAccepting(keepIdle: boolean): void {
+		const {server} = this;
+		if (this.closedByDrain || !server.listening) {
+			return;
+		}
+
+		this.closedByDrain = true;
+		server.once('close', () => {
+			this.closeEmitted = true;
+		});
 		if (keepIdle) {
-			net.Server.prototype.close.call(this.server);
+			net.Server.prototype.close.call(server);
 		} else {
-			this.server.close();
+			closeKeepingUnflushed(this.ledger.entries, () => Reflect.apply(this.originalClose, server, []));
 		}
 	}
+
+	/**
+	 * `server.close(callback)` once the drain closed the server: the app's own
+	 * shutdown closing it again (stoppable, terminus, http-terminator, NestJS
+	 * and hand-written handlers all do) gets its callback without an error,
+	 * once the server has closed, instead of `ERR_SERVER_NOT_RUNNING`, which
+	 * made terminus exit 1 and http-terminator skip the rest of the handler.
+	 */
+	private readonly closeAgain = (callback?: (error?: Error) => void): Server => {
+		if (callback) {
+			if (this.closeEmitted) {
+				process.nextTick(callback);
+			} else {
+				this.server.once('close', () => {
+					callback();
+				});
+			}
+		}
+
+		return this.server;
+	};
 
 	/**
 	 * Whatever is still connected has no request in flight: an idle keep-alive
@@ -193,10 +238,16 @@ export class RequestFilter implements ServerFilter {
 		return {upgrades: this.upgraded.close(reason), streams};
 	}
 
-	/** Restores the server's own `emit`. */
+	/** Restores the server's own `emit` and `close`. */
 	uninstall(): void {
 		if (this.server.emit !== this.originalEmit) {
 			this.server.emit = this.originalEmit;
+		}
+
+		if (this.ownClose) {
+			this.server.close = this.originalClose;
+		} else {
+			delete (this.server as Partial<Server>).close;
 		}
 
 		this.server.removeListener('checkContinue', gracefulClusterCheckContinue);

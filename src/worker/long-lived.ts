@@ -38,6 +38,26 @@ export interface LongLivedClosed {
  */
 export const UPGRADE_CLOSE_WAIT_MS = 2000;
 
+/**
+ * Closes what `filters` still have open (each filter's `closeLongLived`),
+ * logs how many with a pointer to `onDrain`, and returns how many.
+ */
+export function closeLongLivedOf(filters: Iterable<{closeLongLived(reason: DrainReason): LongLivedClosed}>, reason: DrainReason, logger: Logger): number {
+	let upgrades = 0;
+	let streams = 0;
+	for (const filter of filters) {
+		const closed = filter.closeLongLived(reason);
+		upgrades += closed.upgrades;
+		streams += closed.streams;
+	}
+
+	if (upgrades + streams > 0) {
+		logger.info({upgrades, streams, reason, closeCode: CLOSE_CODES[reason]}, 'closed the long-lived connections still open; the app can close them itself, earlier, in handle.onDrain()');
+	}
+
+	return upgrades + streams;
+}
+
 // --- Event streams ---
 
 /** A `Content-Type` that makes a response an event stream. */

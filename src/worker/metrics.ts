@@ -9,6 +9,7 @@
  * No prom-client here: the registry is the app's own copy, used through the one
  * method the primary needs. The helper stays light for CommonJS apps.
  */
+import {withTimeout} from '../clock.js';
 import type {MetricsRequestMessage} from '../protocol.js';
 import type {WorkerChannel} from './channel.js';
 
@@ -38,16 +39,10 @@ export async function collectMetrics(channel: WorkerChannel, timeoutMs = METRICS
 		return [];
 	}
 
-	let timer: NodeJS.Timeout | undefined;
 	try {
-		return await Promise.race([source(), new Promise(resolve => {
-			timer = setTimeout(resolve, timeoutMs, []);
-			timer.unref();
-		})]);
+		return await withTimeout(source(), timeoutMs, () => []);
 	} catch {
 		return [];
-	} finally {
-		clearTimeout(timer);
 	}
 }
 

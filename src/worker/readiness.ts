@@ -15,6 +15,7 @@
  * (http2-filter.ts) alike, so an `allowHTTP1` server gives one answer whatever
  * the protocol of the probe. Servers without checks pay nothing.
  */
+import {withTimeout} from '../clock.js';
 
 /** Passes unless it throws, rejects, returns `false` or takes longer than `--check-timeout`. */
 export type ReadinessCheck = () => unknown;
@@ -27,12 +28,6 @@ export interface ReadinessResult {
 }
 
 async function runOne(name: string, check: ReadinessCheck, timeoutMs: number): Promise<string | undefined> {
-	let timer: NodeJS.Timeout | undefined;
-	const timedOut = new Promise<string>(resolve => {
-		timer = setTimeout(() => {
-			resolve(`${name}: timed out after ${timeoutMs} ms`);
-		}, timeoutMs);
-	});
 	const ran = (async () => {
 		try {
 			const result = await check();
@@ -41,11 +36,7 @@ async function runOne(name: string, check: ReadinessCheck, timeoutMs: number): P
 			return `${name}: ${String(error)}`;
 		}
 	})();
-	try {
-		return await Promise.race([ran, timedOut]);
-	} finally {
-		clearTimeout(timer);
-	}
+	return withTimeout(ran, timeoutMs, () => `${name}: timed out after ${timeoutMs} ms`);
 }
 
 export class Readiness {

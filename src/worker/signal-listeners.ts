@@ -1,26 +1,31 @@
 /**
- * The app's own `process.on('SIGTERM' | 'SIGINT')` listeners, held.
+ * The app's own listeners for the signals graceful-cluster gives a meaning,
+ * held: they never run at the signal, but once, after the requests in flight.
  *
  * The usual hand-written shutdown, `process.on('SIGTERM', () => server.close(() =>
- * process.exit(0)))`, fights the drain: on a group signal (Ctrl-C, systemd's
- * `KillMode=control-group`) every worker would close at once, refusing the
- * reject phase's requests; when only the primary is signalled (Kubernetes,
- * Docker) it would never run, and its cleanup would be skipped. So we take such
- * listeners as the app registers them and call each once, with the signal's
- * name, after the requests in flight are done: as the last shutdown hooks.
+ * process.exit(0)))`, fights the drain: on a group signal (Ctrl-C, Ctrl-\,
+ * systemd's `KillMode=control-group`) every worker would close at once,
+ * refusing the reject phase's requests; when only the primary is signalled
+ * (Kubernetes, Docker) it would never run, and its cleanup would be skipped.
+ * Libraries do the same (close-with-grace, lightship, terminus, NestJS's
+ * `enableShutdownHooks()`, which also listens for SIGQUIT, SIGHUP and SIGUSR2).
+ * So the app's listeners for those signals are kept here as it registers them,
+ * and called at the end of a drain or of a reload's retirement, with the
+ * signal that was received (`callListeners`). Signals graceful-cluster does not
+ * use are left to the app.
  *
- * Installed by the bootstrap in a cluster worker (before the app's first line)
- * and by `attach()` in standalone mode (which also moves the listeners the app
- * registered before it). The bootstrap and the app's copy of `attach()` may be
- * two installs of this package: they meet on a global under a versioned
+ * Installed by the bootstrap in a cluster worker (before the app's first line;
+ * the drain and reload signals) and by `attach()` in standalone mode (SIGTERM
+ * and SIGINT, the ones standalone drains on; it also moves the listeners the
+ * app registered before it). The bootstrap and the app's copy of `attach()` may
+ * be two installs of this package: they meet on a global under a versioned
  * `Symbol.for` key, and only plain data and functions cross it.
  */
-import type {NamedHook} from './hooks.js';
-
-export type HeldSignal = 'SIGTERM' | 'SIGINT';
+import os from 'node:os';
 
 export interface HeldListener {
-	readonly signal: HeldSignal;
+	/** The signal the app registered it for. */
+	readonly signal: NodeJS.Signals;
 	readonly listener: (...args: unknown[]) => unknown;
 }
 
@@ -31,8 +36,8 @@ export interface SignalListeners {
 	/** The first stop signal this process received itself, if any. */
 	received: NodeJS.Signals | undefined;
 	/**
-	 * Who calls them: the bootstrap (a worker whose app never attached: at the
-	 * basic drain's disconnect) until `attach()` claims them (as its last hooks).
+	 * Who calls them: the bootstrap (a worker whose app never attached: when its
+	 * basic drain ends) until `attach()` claims them (after its hooks).
 	 */
 	owner: 'bootstrap' | 'attach';
 	/**
@@ -40,12 +45,21 @@ export interface SignalListeners {
 	 * app's `removeAllListeners()` leaves it in place.
 	 */
 	listenOurselves(event: string, listener: (...args: any[]) => void): void;
-	/** Calls each held listener once, in order; each only ever once. */
+	/** Each held listener is called at most once. */
 	readonly ran: Set<HeldListener>;
+	/**
+	 * Set while the app's own shutdown runs: a held signal the app sends itself
+	 * (`process.kill(process.pid, signal)`: terminus and NestJS re-raise theirs
+	 * when their cleanup is done, expecting to die of it) comes here instead of
+	 * being delivered. Optional: a holder made by an older copy lacks it.
+	 */
+	onSelfSignal?: ((signal: NodeJS.Signals) => void) | undefined;
 }
 
+/** The stop signals, in the order a leave falls back on their listeners (`listenersFor`). */
+export const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGQUIT'];
+
 const KEY = Symbol.for('graceful-cluster.signal-listeners.v1');
-const SIGNALS: ReadonlySet<string | symbol> = new Set<HeldSignal>(['SIGTERM', 'SIGINT']);
 
 export function getSignalListeners(): SignalListeners | undefined {
 	return (globalThis as Record<symbol, SignalListeners | undefined>)[KEY];
@@ -53,18 +67,32 @@ export function getSignalListeners(): SignalListeners | undefined {
 
 type Listener = (...args: unknown[]) => void;
 
+/** A signal as `process.kill()` takes it (a name or a number; none is SIGTERM), as a name. */
+function signalName(signal: string | number | undefined): string | undefined {
+	if (signal === undefined) {
+		return 'SIGTERM';
+	}
+
+	if (typeof signal === 'string') {
+		return signal;
+	}
+
+	return Object.entries(os.constants.signals).find(([, number]) => number === signal)?.[0];
+}
+
 /**
- * Starts holding: from now on the app's SIGTERM/SIGINT listeners are kept here,
- * not on `process`. With `takeExisting`, the ones already on `process` (the
- * app's, registered before `attach()` in standalone mode) move here too.
+ * Starts holding `signals`: from now on the app's listeners for them are kept
+ * here, not on `process`. With `takeExisting`, the ones already on `process`
+ * (the app's, registered before `attach()` in standalone mode) move here too.
  * Idempotent: a second call returns the first one's holder.
  */
-export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): SignalListeners {
+export function holdSignalListeners({takeExisting, signals}: {takeExisting: boolean; signals: readonly NodeJS.Signals[]}): SignalListeners {
 	const existing = getSignalListeners();
 	if (existing) {
 		return existing;
 	}
 
+	const held = new Set<string | symbol>(signals);
 	type Method = (event: string | symbol, listener: Listener) => NodeJS.Process;
 	const bind = (method: unknown): Method => (method as Method).bind(process);
 	const original = {
@@ -73,8 +101,9 @@ export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): Si
 		prependListener: bind(process.prependListener),
 		prependOnceListener: bind(process.prependOnceListener),
 		removeListener: bind(process.removeListener),
+		kill: process.kill.bind(process),
 	};
-	const held: HeldListener[] = [];
+	const listeners: HeldListener[] = [];
 	// Listeners the app must not take away with `removeAllListeners()`: ours (the
 	// IPC channel, the handlers that keep a worker alive through a group signal)
 	// and, in a worker, whatever node:cluster put there before the app ran.
@@ -99,10 +128,11 @@ export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): Si
 
 	const holder: SignalListeners = {
 		v: 1,
-		held,
+		held: listeners,
 		received: undefined,
 		owner: 'bootstrap',
 		ran: new Set(),
+		onSelfSignal: undefined,
 		listenOurselves(event, listener) {
 			keep(event, listener);
 			original.on(event, listener as Listener);
@@ -110,38 +140,38 @@ export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): Si
 	};
 
 	if (takeExisting) {
-		for (const signal of SIGNALS as ReadonlySet<HeldSignal>) {
+		for (const signal of signals) {
 			// rawListeners: a `once` listener stays wrapped, so calling it keeps its once-ness.
 			for (const listener of process.rawListeners(signal) as Listener[]) {
 				original.removeListener(signal, listener);
-				held.push({signal, listener});
+				listeners.push({signal, listener});
 			}
 		}
 	}
 
 	const hold = (first: boolean) => (event: string | symbol, listener: Listener): NodeJS.Process => {
-		const entry = {signal: event as HeldSignal, listener};
+		const entry = {signal: event as NodeJS.Signals, listener};
 		if (first) {
-			held.unshift(entry);
+			listeners.unshift(entry);
 		} else {
-			held.push(entry);
+			listeners.push(entry);
 		}
 
 		return process;
 	};
 
 	const patch = {
-		on: (event: string | symbol, listener: Listener) => SIGNALS.has(event) ? hold(false)(event, listener) : original.on(event, listener),
+		on: (event: string | symbol, listener: Listener) => held.has(event) ? hold(false)(event, listener) : original.on(event, listener),
 		// Each held listener is called once anyway: `once` holds it like `on`.
-		once: (event: string | symbol, listener: Listener) => SIGNALS.has(event) ? hold(false)(event, listener) : original.once(event, listener),
-		prependListener: (event: string | symbol, listener: Listener) => SIGNALS.has(event) ? hold(true)(event, listener) : original.prependListener(event, listener),
-		prependOnceListener: (event: string | symbol, listener: Listener) => SIGNALS.has(event) ? hold(true)(event, listener) : original.prependOnceListener(event, listener),
+		once: (event: string | symbol, listener: Listener) => held.has(event) ? hold(false)(event, listener) : original.once(event, listener),
+		prependListener: (event: string | symbol, listener: Listener) => held.has(event) ? hold(true)(event, listener) : original.prependListener(event, listener),
+		prependOnceListener: (event: string | symbol, listener: Listener) => held.has(event) ? hold(true)(event, listener) : original.prependOnceListener(event, listener),
 		removeListener(event: string | symbol, listener: Listener) {
-			if (SIGNALS.has(event)) {
+			if (held.has(event)) {
 				// Like EventEmitter: the most recently added match goes.
-				for (let index = held.length - 1; index >= 0; index--) {
-					if (held[index]!.signal === event && held[index]!.listener === listener) {
-						held.splice(index, 1);
+				for (let index = listeners.length - 1; index >= 0; index--) {
+					if (listeners[index]!.signal === event && listeners[index]!.listener === listener) {
+						listeners.splice(index, 1);
 						return process;
 					}
 				}
@@ -152,11 +182,13 @@ export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): Si
 		removeAllListeners(event?: string | symbol) {
 			// Like EventEmitter's, but ours stay: without them a worker would die
 			// of the next group signal, or never hear the drain.
-			for (const name of event === undefined ? process.eventNames() : [event]) {
-				if (SIGNALS.has(name)) {
-					for (let index = held.length - 1; index >= 0; index--) {
-						if (held[index]!.signal === name) {
-							held.splice(index, 1);
+			// All of them: the held ones too, which `process.eventNames()` does not know.
+			const names = event === undefined ? new Set([...process.eventNames(), ...held]) : [event];
+			for (const name of names) {
+				if (held.has(name)) {
+					for (let index = listeners.length - 1; index >= 0; index--) {
+						if (listeners[index]!.signal === name) {
+							listeners.splice(index, 1);
 						}
 					}
 				}
@@ -170,6 +202,15 @@ export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): Si
 
 			return process;
 		},
+		kill(pid: number, signal?: string | number): true {
+			const name = signalName(signal);
+			if (holder.onSelfSignal && Number(pid) === process.pid && name !== undefined && held.has(name)) {
+				holder.onSelfSignal(name as NodeJS.Signals);
+				return true;
+			}
+
+			return original.kill(pid, signal);
+		},
 	};
 	Object.assign(process, {...patch, addListener: patch.on, off: patch.removeListener});
 	(globalThis as Record<symbol, SignalListeners>)[KEY] = holder;
@@ -177,28 +218,59 @@ export function holdSignalListeners({takeExisting}: {takeExisting: boolean}): Si
 }
 
 /**
- * The held listeners as hooks, each function called at most once with the
- * signal's name: an app often registers one shutdown function for both SIGTERM
- * and SIGINT, and it must not run twice (a pool ended twice throws).
+ * The listeners a leave calls for `received`: those the app registered for it;
+ * if it has none, those of the first stop signal it listens for (a Ctrl-C
+ * handler when Kubernetes sent SIGTERM: under plain Node the SIGTERM would
+ * kill the process and skip it; here nothing of the app's is skipped). A
+ * reload's retiring worker is stopping whatever the signal means to the app
+ * (a SIGHUP listener may only re-read its config): `retiring` adds the first
+ * stop signal's listeners after the received one's. Each function once, in
+ * the order registered: an app often registers one shutdown function for
+ * several signals, and it must not run twice (a pool ended twice throws).
  */
-export function asHooks(holder: SignalListeners): NamedHook[] {
+export function listenersFor(holder: SignalListeners, received: NodeJS.Signals, {retiring = false}: {retiring?: boolean} = {}): HeldListener[] {
+	const of = (signal: NodeJS.Signals): HeldListener[] => holder.held.filter(entry => entry.signal === signal);
+	const stop = STOP_SIGNALS.map(of).find(entries => entries.length > 0) ?? [];
+	const own = of(received);
+	const chosen = own.length === 0 ? stop : (retiring ? [...own, ...stop] : own);
 	const seen = new Set<HeldListener['listener']>();
-	const unique = holder.held.filter(entry => {
-		const first = !seen.has(entry.listener);
+	return chosen.filter(entry => {
+		const first = !seen.has(entry.listener) && !holder.ran.has(entry);
 		seen.add(entry.listener);
 		return first;
 	});
-	return unique.map(entry => ({
-		name: `${entry.signal} listener${entry.listener.name ? ` ${entry.listener.name}` : ''}`,
-		run() {
-			if (holder.ran.has(entry)) {
-				return undefined;
-			}
+}
 
-			holder.ran.add(entry);
-			// The signal the process got; a worker signalled only through the
-			// primary (Kubernetes, Docker) was asked to stop all the same.
-			return entry.listener.call(process, holder.received ?? 'SIGTERM');
-		},
-	}));
+/** A held listener's name in the log: the signal received, and the function's name if it has one. */
+export const listenerName = (entry: HeldListener, received: NodeJS.Signals): string => `${received} listener${entry.listener.name ? ` ${entry.listener.name}` : ''}`;
+
+/**
+ * Calls `entries` as Node's `process.emit(received)` would: in order, at once,
+ * each with the signal's name, not waiting for one to finish before the next.
+ * A listener that throws does not stop the others (Node would crash the
+ * process); `onError` hears of it, and of a returned promise that rejects.
+ * Returns the listeners' names, for the log.
+ */
+export function callListeners(holder: SignalListeners, entries: readonly HeldListener[], received: NodeJS.Signals, onError: (name: string, error: unknown) => void): string[] {
+	const names = entries.map(entry => listenerName(entry, received));
+	for (const [index, entry] of entries.entries()) {
+		if (holder.ran.has(entry)) {
+			continue;
+		}
+
+		holder.ran.add(entry);
+		const name = names[index]!;
+		try {
+			const result = entry.listener.call(process, received);
+			if (result instanceof Promise) {
+				result.catch((error: unknown) => {
+					onError(name, error);
+				});
+			}
+		} catch (error) {
+			onError(name, error);
+		}
+	}
+
+	return names;
 }

@@ -8,8 +8,9 @@ import {performance} from 'node:perf_hooks';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import {isDuplicateSignal, type Timeline} from '../timeline.js';
-import type {ProcessDrain} from './drain.js';
-import {asHooks, holdSignalListeners} from './signal-listeners.js';
+import type {DrainSummary, ProcessDrain} from './drain.js';
+import {appShutdown} from './app-shutdown.js';
+import {holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
 
 /** At most one `drain progress` line a second: the drain reports four times as often. */
@@ -17,10 +18,21 @@ const PROGRESS_LOG_MS = 1000;
 
 export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline): void {
 	// The app's SIGTERM/SIGINT listeners, those already there and those to come,
-	// run as the last hooks instead of at the signal.
-	const held = holdSignalListeners({takeExisting: true});
+	// run after the hooks instead of at the signal.
+	const held = holdSignalListeners({takeExisting: true, signals: ['SIGTERM', 'SIGINT']});
 	held.owner = 'attach';
-	drain.setLastHooks(() => asHooks(held));
+	/** The deadline's timer, once a signal came. */
+	let deadline: NodeJS.Timeout | undefined;
+	const app = appShutdown(held, logger);
+	drain.setAppShutdown({
+		has: app.has,
+		async run(signal, reason, onFailure) {
+			// While the app's own shutdown finishes, the deadline must not keep alive
+			// a process that has nothing else left (app-shutdown.ts waits for that).
+			deadline?.unref();
+			return app.run(signal, reason, onFailure);
+		},
+	});
 	let lastProgressLog = 0;
 	drain.setHost({
 		progress({inflight, upgrades, streams}) {
@@ -34,13 +46,43 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 			// Alone, nobody needs telling.
 			proceed();
 		},
-		finish(summary) {
+		finish(summary, exit) {
 			void flushOutput().then(() => {
-				logger.info({...summary, outcome: 'clean'}, 'drain finished');
-				process.exit(ExitCode.OK);
+				const code = report(summary, 0);
+				if (exit === 'now') {
+					process.exit(code);
+				}
+
+				// The app's shutdown left nothing running: the process ends by itself.
+				process.exitCode = code;
 			});
 		},
 	});
+	/** `drain finished`, once; returns the exit code. `appExit`: the app's own `process.exit()` code, if it ended the process. */
+	let reported = false;
+	const report = (summary: DrainSummary, appExit: number): number => {
+		reported = true;
+		const hooksFailed = (summary.hooksFailed ?? 0) + (appExit === 0 ? 0 : 1);
+		const code = hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK;
+		const fields = {...summary, hooksFailed, outcome: code === ExitCode.OK ? 'clean' : 'hooks-failed', exitCode: code};
+		if (code === ExitCode.OK) {
+			logger.info(fields, 'drain finished');
+		} else {
+			logger.error(fields, 'drain finished');
+		}
+
+		return code;
+	};
+
+	// The app's own shutdown may end the process itself (`process.exit(0)` once
+	// its pool is closed): the drain is over then too, and says so. A non-zero
+	// code is a failed hook, exit 7, as under the CLI.
+	held.listenOurselves('exit', (code: number) => {
+		if (!reported && drain.phaseName === 'hooks') {
+			process.exitCode = report(drain.summary(), code);
+		}
+	});
+
 	/** When the first signal came; undefined until then. */
 	let signalledAt: number | undefined;
 	const onSignal = (signal: NodeJS.Signals): void => {
@@ -54,6 +96,7 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 			}
 
 			logger.warn({signal, inflight: drain.inflight}, 'second signal during the drain; exiting now');
+			reported = true;
 			process.exit(ExitCode.SECOND_SIGNAL);
 		}
 
@@ -63,12 +106,13 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 		logger.info({signal}, 'signal received');
 		// The deadline goes first: if the app blocks the event loop later, it is
 		// still there when the loop comes back.
-		setTimeout(() => {
+		deadline = setTimeout(() => {
+			reported = true;
 			const {inflight, upgrades, streams} = drain.counts;
-			logger.error({inflight, upgrades, streams, outcome: 'forced'}, 'drain finished');
+			logger.error({inflight, upgrades, streams, responsesCut: inflight, outcome: 'forced', exitCode: ExitCode.DEADLINE}, 'drain finished');
 			process.exit(ExitCode.DEADLINE);
 		}, timeline.gracePeriodMs);
-		drain.begin(timeline);
+		drain.begin(timeline, signal);
 	};
 
 	held.listenOurselves('SIGTERM', onSignal);

@@ -61,13 +61,13 @@ test('a shutdown hook that ends with process.exit(0) is a clean drain: exit 0', 
 	t.is(app.lines.filter(line => line.msg === 'worker exited' && line['state'] === 'hooks').length, 2);
 });
 
-test('process.exit(3) in a shutdown hook is logged as a failed hook with its code; no request was lost', async t => {
+test('process.exit(3) in a shutdown hook is a failed hook, logged with its code: exit 7, no request lost', async t => {
 	const app = await startCluster(t, ['--reject-period', '200ms', '--grace-period', '10s'], fixture('hooks.mjs'), {workers: 1, env: {FIXTURE_HOOK: 'exit3'}});
 	app.kill('SIGTERM');
 	const exit = await app.exited;
-	t.is(exit.code, 0, app.text());
+	t.is(exit.code, 7, app.text());
 	t.like(app.lines.find(line => line.msg === 'a shutdown hook exited the worker with a failure'), {level: 'error', code: 3});
-	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean'});
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'hooks-failed', hooksFailed: 1, workersLost: 0, exitCode: 7});
 });
 
 test('50,000 lines printed by a shutdown hook all arrive, in order', async t => {
@@ -86,4 +86,48 @@ test('a hook that hangs is visible: the start line, the slow-hook line with its 
 	t.like(await app.waitForLog('a shutdown hook is taking more than a second'), {hook: 'closeDatabasePool', level: 'warn'});
 	t.like(await app.waitForLog('shutdown hooks still running as the deadline nears'), {hook: 'closeDatabasePool', level: 'warn'});
 	t.is((await app.exited).code, 3, app.text());
+});
+
+test('the app\'s listener that starts work and returns: the worker waits for that work, says what is still open, then ends on its own', async t => {
+	const app = await startCluster(t, ['--reject-period', '200ms', '--grace-period', '15s'], fixture('hooks.mjs'), {workers: 1, env: {FIXTURE_HOOK: 'none', FIXTURE_LISTENER: 'work'}});
+	app.kill('SIGTERM');
+	t.like(await app.waitForLog('running the app\'s own signal listeners'), {listeners: ['SIGTERM listener flushQueue'], signal: 'SIGTERM'});
+	const waiting = await app.waitForLog('waiting for the app\'s own shutdown to finish');
+	t.like(waiting, {listeners: ['SIGTERM listener flushQueue']});
+	t.true(Number((waiting['open'] as Record<string, number>)['Timeout']) >= 1, JSON.stringify(waiting['open']));
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	t.true(indexOf(app, line => line.msg === 'fixture listener work done') < indexOf(app, line => line.msg === 'worker drained'), 'the work ran to its end before the worker said it drained');
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', hooksFailed: 0});
+});
+
+test('standalone: the app\'s listener\'s work is waited for too; exit 0 once it is done', async t => {
+	const app = start(t, [fixture('hooks.mjs')], {plainNode: true, env: {FIXTURE_HOOK: 'none', FIXTURE_LISTENER: 'work', GRACEFUL_CLUSTER_REJECT_PERIOD: '200ms', GRACEFUL_CLUSTER_GRACE_PERIOD: '15s'}});
+	await app.waitForLog('fixture listening');
+	app.kill('SIGINT');
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	t.like(app.lines.find(line => line.msg === 'fixture listener started'), {signal: 'SIGINT'});
+	t.true(indexOf(app, line => line.msg === 'fixture listener work done') < indexOf(app, line => line.msg === 'drain finished'));
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0});
+});
+
+test('a hook that throws and a listener that throws: both counted, exit 7, every request served', async t => {
+	const app = await startCluster(t, ['--reject-period', '200ms', '--grace-period', '10s'], fixture('hooks.mjs'), {workers: 2, env: {FIXTURE_HOOK: 'throw', FIXTURE_LISTENER: 'throw'}});
+	const slow = client(url(app.port, '/slow?ms=600'));
+	await app.waitForLog('fixture request started');
+	app.kill('SIGTERM');
+	t.is((await slow).statusCode, 200);
+	const exit = await app.exited;
+	t.is(exit.code, 7, app.text());
+	t.deepEqual(app.lines.filter(line => line.msg === 'a shutdown hook failed; running the rest').map(line => line['hook']).sort(), ['SIGTERM listener failingListener', 'SIGTERM listener failingListener', 'closePool', 'closePool']);
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {level: 'error', outcome: 'hooks-failed', hooksFailed: 4, workersLost: 0, served: 1, exitCode: 7});
+});
+
+test('standalone: a hook that throws: exit 7, said in drain finished', async t => {
+	const app = start(t, [fixture('hooks.mjs')], {plainNode: true, env: {FIXTURE_HOOK: 'throw', GRACEFUL_CLUSTER_REJECT_PERIOD: '200ms', GRACEFUL_CLUSTER_GRACE_PERIOD: '10s'}});
+	await app.waitForLog('fixture listening');
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 7, app.text());
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'hooks-failed', hooksFailed: 1, exitCode: 7});
 });

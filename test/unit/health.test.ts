@@ -164,7 +164,7 @@ test('recycle: a worker past --max-requests is replaced new-first: the new one l
 	t.is(p.cluster.workers.length, 3, 'one replacement per slot at a time');
 	candidate.attach().listen();
 	return flush().then(() => {
-		t.deepEqual(a!.received, [{v: 1, type: 'retire', lingerMs: RETIRE_LINGER_MS}]);
+		t.deepEqual(a!.received, [{v: 1, type: 'retire', lingerMs: RETIRE_LINGER_MS}], 'a recycle: no signal');
 		t.like(p.line('worker replaced'), {slot: 0, worker: candidate.id, replaced: a!.id, reason: 'requests'});
 		a!.drained().exit(0);
 		t.like(p.all('worker exited').at(-1), {worker: a!.id, reason: 'requests', workerRole: 'retiring'});

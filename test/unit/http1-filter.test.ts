@@ -7,6 +7,7 @@ import http, {type IncomingMessage, type ServerResponse} from 'node:http';
 import https from 'node:https';
 import net, {type AddressInfo} from 'node:net';
 import {performance} from 'node:perf_hooks';
+import {setImmediate as nextTick} from 'node:timers/promises';
 import {Mode} from '../../src/worker/filter.js';
 import {RequestFilter} from '../../src/worker/http1-filter.js';
 import {UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/long-lived.js';
@@ -509,4 +510,78 @@ test('attach() takes node:http and node:https servers, and throws a TypeError at
 		t.is(drainableKind(value), undefined);
 		t.throws(() => attach(value as unknown as http.Server), {instanceOf: TypeError, message: new RegExp(`takes a server made by http.createServer\\(\\).*it got ${name}`)});
 	}
+});
+
+test('listening stops without cutting a response still being written to a slow client; it stays in flight until its last byte is out', async t => {
+	const r = await rig(t);
+	const size = 16 * 1024 * 1024;
+	const socket = net.connect(r.port, '127.0.0.1');
+	t.teardown(() => socket.destroy());
+	const held = r.held();
+	socket.write('GET /hold-big HTTP/1.1\r\nHost: x\r\n\r\n');
+	await held;
+	const response = r.response('/hold-big');
+	response.end(Buffer.alloc(size, 120));
+	// A slow reader: a pause after every chunk, so the body waits in the server's buffers.
+	let received = 0;
+	socket.on('data', chunk => {
+		received += chunk.length;
+		socket.pause();
+		setTimeout(() => socket.resume(), 5);
+	});
+	t.false(response.writableFinished, 'the body is still on its way');
+	r.filter.setMode(Mode.REJECT);
+	r.filter.stopAccepting(false);
+	t.false(r.server.listening);
+	t.is(r.filter.inflight, 1, 'in flight until written out');
+	await r.idle;
+	t.true(response.writableFinished, 'idle only once the last byte was handed to the socket');
+	r.filter.closeConnections();
+	await once(socket, 'close');
+	t.true(received > size, `the whole body arrived: ${received} bytes`);
+	t.is(r.filter.served, 1);
+});
+
+test('server.close(callback) after the drain closed the server: the callback without an error, once closed (stoppable, terminus, http-terminator)', async t => {
+	const r = await rig(t);
+	const connection = await RawConnection.open(r.port);
+	const held = r.held();
+	const pending = connection.request('/hold-1');
+	await held;
+	r.filter.setMode(Mode.REJECT);
+	r.filter.stopAccepting(false);
+	const order: string[] = [];
+	const closedAgain = new Promise<unknown>(resolve => {
+		r.server.close(error => {
+			order.push('callback');
+			resolve(error);
+		});
+	});
+	r.server.closeIdleConnections();
+	await nextTick();
+	t.deepEqual(order, [], 'not before the server has closed: a connection is still open');
+	r.release('/hold-1');
+	t.is((await pending).status, 200);
+	await r.idle;
+	r.filter.closeConnections();
+	r.server.closeAllConnections();
+	t.is(await closedAgain, undefined, 'no ERR_SERVER_NOT_RUNNING');
+	t.is(await new Promise(resolve => {
+		r.server.close(resolve);
+	}), undefined, 'and again, once closed');
+	r.filter.uninstall();
+	t.false(Object.hasOwn(r.server, 'close'), 'detach restores the prototype\'s close');
+});
+
+test('a server the app closed before the drain is left to Node\'s own close', async t => {
+	const r = await rig(t);
+	await new Promise(resolve => {
+		r.server.close(resolve);
+	});
+	r.filter.setMode(Mode.REJECT);
+	r.filter.stopAccepting(false);
+	const error = await new Promise(resolve => {
+		r.server.close(resolve);
+	});
+	t.is((error as NodeJS.ErrnoException | undefined)?.code, 'ERR_SERVER_NOT_RUNNING', 'the app closed it twice itself');
 });

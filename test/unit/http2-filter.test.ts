@@ -253,6 +253,10 @@ test('stopAccepting: the final GOAWAY with the last stream id; the stream in fli
 	t.notThrows(() => {
 		r.filter.closeConnections();
 	});
+	// The app's own shutdown closing the server again (a gRPC or NestJS app): no ERR_SERVER_NOT_RUNNING.
+	t.is(await new Promise(resolve => {
+		r.server.close(resolve);
+	}), undefined);
 });
 
 test('retiring: the shutdown notice at once, sessions kept through the linger, destroyed by closeConnections', async t => {

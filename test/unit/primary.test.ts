@@ -15,7 +15,7 @@ test('drain: every worker drains and exits -> exit 0, summary "clean"', async t 
 	const p = primary();
 	const [a, b] = p.serveAll();
 	p.edges.signal('SIGTERM');
-	t.deepEqual(a!.received, [{v: 1, type: 'drain', ...TIMELINE}], 'the whole timeline, at once');
+	t.deepEqual(a!.received, [{v: 1, type: 'drain', ...TIMELINE, signal: 'SIGTERM'}], 'the whole timeline, at once, and the signal');
 	t.deepEqual(b!.types, ['drain']);
 	p.clock.advance(6000);
 	t.is(a!.disconnectCalls + b!.disconnectCalls, 0, 'attached workers drain themselves');
@@ -121,16 +121,38 @@ test('drain: a worker that exits with 0 from its shutdown hooks (after saying so
 	t.is(p.line('a shutdown hook exited the worker with a failure'), undefined);
 });
 
-test('drain: a non-zero exit from the shutdown hooks is logged as a failed hook with its code, not a lost worker', async t => {
+test('drain: a non-zero exit from the shutdown hooks is a failed hook, not a lost worker: exit 7', async t => {
 	const p = primary();
 	const [a, b] = p.serveAll();
 	p.edges.signal('SIGTERM');
 	a!.say({type: 'hooks', served: 0, rejected: 0}).exit(3);
 	b!.drained().exit(0);
-	t.is(await p.done, ExitCode.OK);
+	t.is(await p.done, ExitCode.HOOK_FAILED);
 	t.like(p.line('a shutdown hook exited the worker with a failure'), {level: 'error', worker: a!.id, code: 3});
-	t.like(p.line('drain finished'), {outcome: 'clean'});
+	t.like(p.line('drain finished'), {outcome: 'hooks-failed', hooksFailed: 1, workersLost: 0, responsesCut: 0, exitCode: 7});
 	t.is(p.line('drain finished')!['lost'], undefined);
+});
+
+test('drain: hooks that threw, reported before the worker exited 0 anyway, make it exit 7', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'hooks', served: 1, rejected: 0}).say({type: 'hook-failed', hook: 'closePool'}).say({type: 'hook-failed', hook: 'SIGTERM listener'}).exit(0);
+	b!.drained().exit(0);
+	t.is(await p.done, ExitCode.HOOK_FAILED);
+	t.like(p.line('drain finished'), {level: 'error', outcome: 'hooks-failed', hooksFailed: 2, served: 1});
+});
+
+test('drain: responses cut by the deadline are counted', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'inflight', inflight: 2, served: 3, rejected: 0, upgrades: 0, streams: 0});
+	b!.drained().exit(0);
+	p.clock.advance(TIMELINE.gracePeriodMs);
+	a!.exit(null, 'SIGKILL');
+	t.is(await p.done, ExitCode.DEADLINE);
+	t.like(p.line('drain finished'), {responsesCut: 2, outcome: 'forced'});
 });
 
 test('drain: a worker still in its hooks at the deadline is killed -> exit 3, listed as lost', async t => {
@@ -165,7 +187,7 @@ test('drain: a worker that attaches after the broadcast gets the drain again, wi
 	p.edges.signal('SIGTERM');
 	p.clock.advance(1500);
 	a!.attach();
-	t.deepEqual(a!.received.at(-1), {v: 1, type: 'drain', servePeriodMs: 0, rejectPeriodMs: 3500, gracePeriodMs: 28_500});
+	t.deepEqual(a!.received.at(-1), {v: 1, type: 'drain', servePeriodMs: 0, rejectPeriodMs: 3500, gracePeriodMs: 28_500, signal: 'SIGTERM'});
 	a!.drained().exit(0);
 	t.is(await p.done, ExitCode.OK);
 });
@@ -219,7 +241,8 @@ test('reload: one slot at a time, the new worker listening before the old one re
 	t.is(p.cluster.workers.length, 3, 'one candidate at a time');
 	c.attach().listen();
 	await flush();
-	t.deepEqual(a!.received, [{v: 1, type: 'retire', lingerMs: RETIRE_LINGER_MS}]);
+	t.deepEqual(a!.received, [{v: 1, type: 'retire', lingerMs: RETIRE_LINGER_MS, signal: 'SIGHUP'}], 'the signal too: the app\'s own listeners for it run as it leaves');
+	t.like(p.line('reload started'), {signal: 'SIGHUP'});
 	t.deepEqual(b!.received, []);
 	const d = p.cluster.workers[3]!;
 	d.listen();

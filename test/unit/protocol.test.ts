@@ -1,5 +1,5 @@
 import test from 'ava';
-import {envelope, parseMessage, PROTOCOL_VERSION, type ToPrimary} from '../../src/protocol.js';
+import {envelope, parseMessage, PROTOCOL_VERSION, TO_PRIMARY, TO_WORKER, type ToPrimary, type ToWorker} from '../../src/protocol.js';
 
 const toPrimary = ['attached', 'inflight', 'hooks', 'drained'] as const;
 
@@ -32,4 +32,27 @@ test('ours but malformed is reported, never thrown', t => {
 		t.is(parsed.kind, 'invalid');
 		t.regex(parsed.kind === 'invalid' ? parsed.reason : '', reason);
 	}
+});
+
+test('fields added later are optional, so an older copy on the other side still speaks: drain and retire without a signal, drained without hooksFailed', t => {
+	const cases: Array<[ToPrimary | ToWorker, 'ours' | 'invalid']> = [
+		[{type: 'drain', servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 1}, 'ours'],
+		[{type: 'drain', servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 1, signal: 'SIGQUIT'}, 'ours'],
+		[{type: 'drain', servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 1, signal: 'rm -rf' as NodeJS.Signals}, 'invalid'],
+		[{type: 'retire', lingerMs: 1000}, 'ours'],
+		[{type: 'retire', lingerMs: 1000, signal: 'SIGUSR2'}, 'ours'],
+		[{type: 'drained', served: 0, rejected: 0, durationMs: 1, closedLongLived: 0}, 'ours'],
+		[{type: 'drained', served: 0, rejected: 0, durationMs: 1, closedLongLived: 0, hooksFailed: 2}, 'ours'],
+		[{type: 'drained', served: 0, rejected: 0, durationMs: 1, closedLongLived: 0, hooksFailed: -1}, 'invalid'],
+		[{type: 'hook-failed', hook: 'SIGTERM listener shutdown'}, 'ours'],
+	];
+	for (const [message, kind] of cases) {
+		t.is(parseMessage(envelope(message), [...TO_PRIMARY, ...TO_WORKER]).kind, kind, JSON.stringify(message));
+	}
+});
+
+test('each side accepts every message of its direction and none of the other\'s', t => {
+	t.true(TO_PRIMARY.includes('hook-failed'));
+	t.false(TO_PRIMARY.includes('drain' as never));
+	t.deepEqual([...TO_WORKER].sort(), ['drain', 'metrics-request', 'retire']);
 });

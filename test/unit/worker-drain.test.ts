@@ -84,7 +84,7 @@ test('serve -> reject -> closing -> hooks -> done, each at its moment', async t 
 	t.deepEqual(order, ['hook at 3000 in hooks']);
 	await r.whenFinished;
 	t.is(r.drain.phaseName, 'done');
-	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, rejected: 0, closedLongLived: 0}]);
+	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, rejected: 0, closedLongLived: 0, hooksFailed: 0}]);
 	t.is(r.clock.waiting, 0, 'every timer cleared');
 	t.deepEqual(r.messages().filter(message => message !== 'rejected requests while draining'), ['drain started', 'rejecting new requests', 'stopped listening; waiting for requests in flight', 'running shutdown hooks']);
 	t.like(r.lines[0], {servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: 10_000});
@@ -145,7 +145,7 @@ test('retiring: stops listening at once, leaves when idle and the linger is over
 	t.is(r.drain.phaseName, 'retiring');
 	r.clock.advance(1);
 	t.is(r.drain.phaseName, 'done', 'no hooks: over at once');
-	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, rejected: 0, closedLongLived: 0}]);
+	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, rejected: 0, closedLongLived: 0, hooksFailed: 0}]);
 });
 
 test('a server attached in the middle of a drain joins in the current phase', async t => {
@@ -213,10 +213,11 @@ test('hooks that start close to the deadline get the warning halfway there; quic
 	t.deepEqual(quick.messages().filter(message => /hook/.test(message)), ['running shutdown hooks']);
 });
 
-test('the last hooks (the app\'s held signal listeners) run after the onShutdown ones, when every request is done', async t => {
+test('the app\'s own signal listeners run after the onShutdown hooks, when every request is done, for the signal that started the drain', async t => {
 	const r = await rig(t);
 	const order: string[] = [];
 	let proceeds = 0;
+	let exit: string | undefined;
 	r.drain.setHost({
 		progress() {},
 		hooksStarting({served, rejected}, proceed) {
@@ -225,27 +226,92 @@ test('the last hooks (the app\'s held signal listeners) run after the onShutdown
 			// The primary acknowledges later: nothing runs before.
 			setImmediate(proceed);
 		},
-		finish() {
+		finish(_summary, how) {
 			order.push('finish');
+			exit = how;
 		},
 	});
 	r.drain.addHook(() => {
 		order.push('onShutdown');
 	});
-	r.drain.setLastHooks(() => [{name: 'SIGTERM listener', run() {
-		order.push('SIGTERM listener');
-	}}]);
-	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000});
+	r.drain.setAppShutdown({
+		has: (signal, reason) => signal === 'SIGQUIT' && reason === 'shutdown',
+		async run(signal, reason) {
+			order.push(`app listeners for ${signal} (${reason})`);
+			return {failed: 0, ended: 'idle'};
+		},
+	});
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000}, 'SIGQUIT');
 	r.clock.advance(0);
 	t.deepEqual(order, ['hooks message 0/0']);
-	await new Promise(resolve => {
-		setImmediate(resolve);
-	});
-	await new Promise(resolve => {
-		setImmediate(resolve);
-	});
-	t.deepEqual(order, ['hooks message 0/0', 'onShutdown', 'SIGTERM listener', 'finish']);
+	for (let turn = 0; turn < 10 && !order.includes('finish'); turn++) {
+		// eslint-disable-next-line no-await-in-loop
+		await nextTurn();
+	}
+
+	t.deepEqual(order, ['hooks message 0/0', 'onShutdown', 'app listeners for SIGQUIT (shutdown)', 'finish']);
 	t.is(proceeds, 1);
+	t.is(exit, 'own', 'the app\'s work ended with nothing left: the process ends by itself');
+});
+
+test('an app with listeners for another signal only: the hooks run and the process is exited', async t => {
+	const r = await rig(t);
+	r.drain.setAppShutdown({
+		has: signal => signal === 'SIGHUP',
+		async run() {
+			t.fail('not for this drain\'s signal');
+			return {failed: 0, ended: 'idle'};
+		},
+	});
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000}, 'SIGTERM');
+	r.clock.advance(0);
+	await r.whenFinished;
+	t.like(r.finished[0], {hooksFailed: 0});
+});
+
+test('failed hooks and app listeners are counted, each passed to the host before the next runs', async t => {
+	const r = await rig(t);
+	const order: string[] = [];
+	let summary: DrainSummary | undefined;
+	let exit: string | undefined;
+	r.drain.setHost({
+		progress() {},
+		hooksStarting(_counts, proceed) {
+			proceed();
+		},
+		async hookFailed(name) {
+			order.push(`failed: ${name}`);
+			await nextTurn();
+			order.push(`told: ${name}`);
+		},
+		finish(finished, how) {
+			summary = finished;
+			exit = how;
+		},
+	});
+	r.drain.addHook(function closePool() {
+		throw new Error('pool already closed');
+	});
+	r.drain.addHook(() => {
+		order.push('second hook');
+	});
+	r.drain.setAppShutdown({
+		has: (_signal, reason) => reason === 'reload',
+		async run(_signal, _reason, onFailure) {
+			await onFailure('SIGTERM listener shutdown');
+			return {failed: 1, ended: 'self-signal'};
+		},
+	});
+	r.drain.retire(0, 'SIGUSR2');
+	r.clock.advance(0);
+	for (let turn = 0; turn < 10 && summary === undefined; turn++) {
+		// eslint-disable-next-line no-await-in-loop
+		await nextTurn();
+	}
+
+	t.deepEqual(order, ['failed: closePool', 'told: closePool', 'second hook', 'failed: SIGTERM listener shutdown', 'told: SIGTERM listener shutdown']);
+	t.like(summary, {hooksFailed: 2});
+	t.is(exit, 'now', 'the app signalled itself: it expects to end now');
 });
 
 test('onDrain: each listener is told once when the drain starts, with the reason, the time until long-lived connections are closed and the close code; one that throws is logged', async t => {

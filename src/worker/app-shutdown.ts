@@ -1,0 +1,139 @@
+/**
+ * The app's own shutdown: the signal listeners it registered (held by
+ * signal-listeners.ts), called at the end of a drain or of a reload's
+ * retirement, after the `onShutdown` hooks, and the wait for what they start.
+ *
+ * A listener usually starts its work and returns nothing:
+ * `process.on('SIGTERM', () => server.close(() => pool.end().then(() => process.exit(0))))`,
+ * close-with-grace, lightship. Exiting as soon as it returned would cut the
+ * pool's `end()`. So the process waits, as plain Node would after a handled
+ * signal, until one of these comes first:
+ *
+ * - the app calls `process.exit()` (its code is the listener's result; a
+ *   non-zero one is a failed hook, which the primary sees from the exit code);
+ * - nothing of the app's keeps the process alive any more: the event loop
+ *   would end (`'beforeExit'`), its work is done;
+ * - the app sends itself the signal again (terminus and NestJS re-raise it
+ *   when their cleanup is done, expecting to die of it): it is done;
+ * - the deadline (the primary's SIGKILL; standalone's own timer).
+ *
+ * While waiting, a line every few seconds says which listeners ran and what
+ * is still open. The IPC channel is unref'd meanwhile, so that it alone does
+ * not keep the process alive.
+ */
+import {performance} from 'node:perf_hooks';
+import type {Logger} from '../logger.js';
+import type {DrainReason} from './long-lived.js';
+import {callListeners, listenerName, listenersFor, type SignalListeners} from './signal-listeners.js';
+
+/** How it ended: the app's work was done (the process may exit on its own), or it sent itself its signal (it expects to end now). */
+export type AppShutdownEnd = 'idle' | 'self-signal';
+
+export interface AppShutdownResult {
+	/** Listeners that threw, or returned a promise that rejected. */
+	readonly failed: number;
+	readonly ended: AppShutdownEnd;
+}
+
+/** The first "still waiting" line after this long, then one every WAITING_LOG_MS. */
+const FIRST_WAITING_LOG_MS = 1000;
+export const WAITING_LOG_MS = 5000;
+
+/** The app's own shutdown, as the drain runs it after its hooks (drain.ts). */
+export interface AppShutdown {
+	/** True when the app has listeners to call for `signal` (received for a shutdown, or a reload's retirement). */
+	has(signal: NodeJS.Signals, reason: DrainReason): boolean;
+	/** Calls them and resolves once the app's shutdown is over (above); `onFailure` hears of each that failed. */
+	run(signal: NodeJS.Signals, reason: DrainReason, onFailure: (name: string) => Promise<void>): Promise<AppShutdownResult>;
+}
+
+/** The resource types still open, graceful-cluster's own stdio pipes and IPC channel left out. */
+export function appResources(): Record<string, number> {
+	const counts: Record<string, number> = {};
+	for (const type of process.getActiveResourcesInfo()) {
+		counts[type] = (counts[type] ?? 0) + 1;
+	}
+
+	const ours = [process.stdout, process.stderr].map(stream => (stream as {_handle?: {constructor?: {name?: string}}})._handle?.constructor?.name);
+	if (process.channel) {
+		ours.push('Pipe');
+	}
+
+	for (const handle of ours) {
+		const type = handle === 'Pipe' ? 'PipeWrap' : handle === 'TTY' ? 'TTYWrap' : undefined;
+		if (type !== undefined && counts[type] !== undefined) {
+			counts[type]--;
+			if (counts[type] === 0) {
+				delete counts[type];
+			}
+		}
+	}
+
+	return counts;
+}
+
+export function appShutdown(holder: SignalListeners, logger: Logger): AppShutdown {
+	return {
+		has: (signal, reason) => listenersFor(holder, signal, {retiring: reason === 'reload'}).length > 0,
+		async run(signal, reason, onFailure) {
+			const entries = listenersFor(holder, signal, {retiring: reason === 'reload'});
+			const failures: Array<Promise<void>> = [];
+			let ended: AppShutdownEnd | undefined;
+			const selfSignalled = new Promise<void>(resolve => {
+				holder.onSelfSignal = sent => {
+					logger.info({signal: sent}, 'the app signalled itself: its own shutdown is done');
+					ended ??= 'self-signal';
+					resolve();
+				};
+			});
+			logger.info({listeners: entries.map(entry => listenerName(entry, signal)), signal}, 'running the app\'s own signal listeners');
+			const names = callListeners(holder, entries, signal, (name, error) => {
+				logger.error({err: error, hook: name}, 'a shutdown hook failed; running the rest');
+				failures.push(onFailure(name));
+			});
+			const idle = untilIdle(holder, logger, names);
+			await Promise.race([selfSignalled, idle.done.then(() => {
+				ended ??= 'idle';
+			})]);
+			idle.stop();
+			holder.onSelfSignal = undefined;
+			// A listener whose promise is still pending now never settles: nothing
+			// is left that could settle it, or the app declared itself done.
+			await Promise.all(failures);
+			return {failed: failures.length, ended: ended!};
+		},
+	};
+}
+
+/**
+ * Resolves when the event loop would end: nothing of the app's keeps the
+ * process alive any more. Our IPC channel is unref'd until then.
+ */
+function untilIdle(holder: SignalListeners, logger: Logger, listeners: readonly string[]): {readonly done: Promise<void>; stop(): void} {
+	const startedAt = performance.now();
+	const channel = process.channel;
+	channel?.unref();
+	let onBeforeExit: (() => void) | undefined;
+	const done = new Promise<void>(resolve => {
+		onBeforeExit = resolve;
+	});
+	// Ours: the app's removeAllListeners() leaves it in place.
+	holder.listenOurselves('beforeExit', onBeforeExit!);
+	const log = (): void => {
+		logger.info({listeners, open: appResources(), waitingForMs: Math.round(performance.now() - startedAt)}, 'waiting for the app\'s own shutdown to finish');
+	};
+
+	let timer = setTimeout(() => {
+		log();
+		timer = setInterval(log, WAITING_LOG_MS).unref();
+	}, FIRST_WAITING_LOG_MS).unref();
+	return {
+		done,
+		stop() {
+			clearTimeout(timer);
+			clearInterval(timer);
+			process.removeListener('beforeExit', onBeforeExit!);
+			channel?.ref();
+		},
+	};
+}

@@ -1,0 +1,39 @@
+/**
+ * What a drain says as it goes: its counts to the host (the primary's
+ * reports, standalone's progress line), at once and then whenever one changed,
+ * at most four times a second; and once a second, how many requests it
+ * rejected since the last such line (an idle reject phase is quiet).
+ */
+import {copyCounts, type Counts} from '../counts.js';
+import type {Logger} from '../logger.js';
+
+export const REPORT_INTERVAL_MS = 250;
+export const SUMMARY_INTERVAL_MS = 1000;
+
+export class DrainProgress {
+	private last = '';
+	private rejectedAtLastSummary = 0;
+
+	constructor(private readonly counts: () => Counts, private readonly logger: Logger) {}
+
+	/** Tells `host` the counts, if one changed since it was last told. */
+	report(host: {progress(counts: Counts): void} | undefined): void {
+		const counts = copyCounts(this.counts());
+		// Rejections too: in an idle reject phase they are the only thing that moves.
+		const key = `${counts.inflight} ${counts.upgrades} ${counts.streams} ${counts.rejected}`;
+		if (key !== this.last) {
+			this.last = key;
+			host?.progress(counts);
+		}
+	}
+
+	/** `rejected requests while draining`, when there were any since the last one. */
+	summariseRejections(): void {
+		const {rejected} = this.counts();
+		const recent = rejected - this.rejectedAtLastSummary;
+		if (recent > 0) {
+			this.rejectedAtLastSummary = rejected;
+			this.logger.info({rejectedRecently: recent, rejected}, 'rejected requests while draining');
+		}
+	}
+}

@@ -1,0 +1,219 @@
+// Apps that already shut themselves down, with the real libraries: their
+// cleanup runs to its end, once per worker, after the requests in flight; the
+// reject phase answers 503, never a refusal; the drain reports what happened.
+// (test/fixtures/libraries/: one small app per library.)
+import test from 'ava';
+import type {ExecutionContext} from 'ava';
+import {performance} from 'node:perf_hooks';
+import {url} from '../../testkit/net.js';
+import {waitUntil} from '../../testkit/proc.js';
+import {fixture, start, type LogLine, type Proc} from '../helpers/cluster.js';
+import {client} from '../helpers/http.js';
+
+const WORKERS = 2;
+const app = (name: string): string => fixture(`libraries/${name}.mjs`);
+const cleanupDone = (proc: Proc): LogLine[] => proc.lines.filter(line => line.msg === 'fixture cleanup' && line['step'] === 'done');
+const drainFinished = (proc: Proc): LogLine | undefined => proc.lines.find(line => line.role === 'primary' && line.msg === 'drain finished');
+
+/** Starts the CLI on a library app; resolves with the app's port once every worker listens. */
+async function startApp(t: ExecutionContext, name: string, {workers = WORKERS, options = []}: {workers?: number; options?: string[]} = {}): Promise<Proc & {port: number}> {
+	const proc = start(t, ['--workers', String(workers), '--reject-period', '1500ms', '--grace-period', '20s', ...options, app(name)]);
+	const line = await proc.waitForLog('fixture listening', {count: workers, timeout: 30_000});
+	return Object.assign(proc, {port: Number(line['port'])});
+}
+
+interface Scenario {
+	readonly name: string;
+	/** How the signal is sent: to the primary alone (Kubernetes) or to the whole group (a terminal, systemd). */
+	readonly send?: 'kill' | 'killGroup';
+	readonly signal?: NodeJS.Signals;
+	/** The signal the app's cleanup is told, when it says. */
+	readonly told?: string;
+}
+
+/**
+ * Two slow requests in flight, then the signal: both finish, a new request
+ * in the reject phase gets the drain 503, the app's cleanup runs to its end
+ * once per worker after the slow requests, the drain is clean, exit 0.
+ */
+async function drainsCleanly(t: ExecutionContext, {name, send = 'kill', signal = 'SIGTERM', told}: Scenario): Promise<void> {
+	const proc = await startApp(t, name);
+	const slow = [1, 2].map(async () => {
+		const response = await client(url(proc.port, '/slow?ms=1200'));
+		return {response, at: performance.now()};
+	});
+	await proc.waitForLog('fixture request started', {count: 2});
+	proc[send](signal);
+	await proc.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests', {count: WORKERS});
+	const rejected = await client(url(proc.port, '/'));
+	t.is(rejected.statusCode, 503, 'the reject phase answers 503: the app did not close its server at the signal');
+	const finished = await Promise.all(slow);
+	t.deepEqual(finished.map(({response}) => response.statusCode), [200, 200], 'the requests in flight finish');
+	const exit = await proc.exitWithin(15_000);
+	t.like(exit, {code: 0, signal: null}, proc.text().slice(-4000));
+	const done = cleanupDone(proc);
+	t.is(done.length, WORKERS, `the cleanup's last step, once per worker:\n${proc.text().slice(-4000)}`);
+	t.is(new Set(done.map(line => line['pid'])).size, WORKERS);
+	const lastSlow = Math.max(...finished.map(({at}) => at));
+	const shutdowns = proc.lines.filter(line => line.msg === 'fixture shutdown');
+	t.true(shutdowns.length >= WORKERS, 'the app\'s shutdown started in each worker');
+	if (told !== undefined) {
+		t.true(shutdowns.every(line => line['signal'] === told), `told ${told}: ${JSON.stringify(shutdowns.map(line => line['signal']))}`);
+	}
+
+	// The app's shutdown began after the requests in flight were done (its
+	// timestamps are wall clock; ours are the test's monotonic clock).
+	const firstShutdown = Math.min(...shutdowns.map(line => Number(line['at'])));
+	const slowDoneWall = Date.now() - (performance.now() - lastSlow);
+	t.true(firstShutdown >= slowDoneWall - 50, 'the app\'s shutdown ran after the requests in flight');
+	t.like(drainFinished(proc), {outcome: 'clean', exitCode: 0, hooksFailed: 0, workersLost: 0, responsesCut: 0});
+	t.is(proc.lines.filter(line => line.msg === 'fixture cleanup' && line['step'] === 'pool ended').length, proc.lines.filter(line => line.msg === 'fixture cleanup' && line['step'] === 'pool ending').length, 'every pool that began to end, ended');
+}
+
+test('Fastify + close-with-grace: the onClose hook (300 ms) runs to its end; close-with-grace\'s exit(0) ends the worker', async t => {
+	await drainsCleanly(t, {name: 'close-with-grace', told: 'SIGTERM'});
+});
+
+test('Express with process.on(\'SIGTERM\', () => server.close(() => pool.end().then(() => process.exit(0)))): the pool ends (500 ms)', async t => {
+	await drainsCleanly(t, {name: 'express-handler', told: 'SIGTERM'});
+});
+
+test('lightship: its shutdown handler (300 ms) runs to its end, and the worker ends on its own as lightship expects', async t => {
+	await drainsCleanly(t, {name: 'lightship'});
+});
+
+test('terminus: server.stop() succeeds on the drained server, onSignal and onShutdown run; its re-raised signal ends the worker', async t => {
+	await drainsCleanly(t, {name: 'terminus'});
+});
+
+test('http-terminator: terminate() resolves on the drained server, the rest of the handler runs', async t => {
+	await drainsCleanly(t, {name: 'http-terminator', told: 'SIGTERM'});
+});
+
+test('stoppable: server.stop(callback) gets no error; the worker ends by itself once the pool has ended', async t => {
+	await drainsCleanly(t, {name: 'stoppable', told: 'SIGTERM'});
+});
+
+test('NestJS enableShutdownHooks(), Ctrl-\\ to the process group: 503s, not refusals; onApplicationShutdown runs to its end with SIGQUIT', async t => {
+	await drainsCleanly(t, {name: 'nestjs', send: 'killGroup', signal: 'SIGQUIT', told: 'SIGQUIT'});
+});
+
+test('NestJS, kill -HUP to the group: the reload serves throughout; each retiring worker runs onApplicationShutdown with SIGHUP, once', async t => {
+	const proc = await startApp(t, 'nestjs');
+	const before = proc.lines.filter(line => line.msg === 'fixture listening').map(line => line['pid']);
+	let failures = 0;
+	let served = 0;
+	let running = true;
+	const load = (async () => {
+		while (running) {
+			// eslint-disable-next-line no-await-in-loop
+			const response = await client(url(proc.port, '/slow?ms=0')).catch(() => undefined);
+			if (response?.statusCode === 200) {
+				served++;
+			} else {
+				failures++;
+			}
+		}
+	})();
+	try {
+		await waitUntil(() => served >= 20, {timeout: 10_000, what: 'steady load'});
+		proc.killGroup('SIGHUP');
+		await proc.waitForLog('reload finished', {timeout: 30_000});
+		await proc.waitForLog(line => line.msg === 'fixture cleanup' && line['step'] === 'done', {count: WORKERS, timeout: 15_000});
+	} finally {
+		running = false;
+		await load;
+	}
+
+	t.is(failures, 0, `every request during the reload was served (${served} served)`);
+	t.like(proc.lines.find(line => line.msg === 'reload started'), {signal: 'SIGHUP'});
+	const shutdowns = proc.lines.filter(line => line.msg === 'fixture shutdown');
+	t.deepEqual(shutdowns.map(line => line['signal']), ['SIGHUP', 'SIGHUP']);
+	const sorted = (pids: unknown[]) => pids.map(Number).sort((a, b) => a - b);
+	t.deepEqual(sorted(shutdowns.map(line => line['pid'])), sorted(before), 'in the retiring workers, once each');
+	proc.kill('SIGTERM');
+	t.is((await proc.exitWithin(15_000))?.code, 0, proc.text().slice(-3000));
+});
+
+test('gRPC without attach(): the app\'s own tryShutdown() runs when the reject phase ends, and the worker leaves before the deadline', async t => {
+	const grpc = await import('@grpc/grpc-js');
+	const proc = await startApp(t, 'grpc');
+	const Echo = grpc.makeGenericClientConstructor({
+		echo: {
+			path: '/test.Echo/Echo',
+			requestStream: false,
+			responseStream: false,
+			requestSerialize: (value: unknown) => Buffer.from(JSON.stringify(value)),
+			requestDeserialize: (bytes: Buffer) => JSON.parse(bytes.toString()) as unknown,
+			responseSerialize: (value: unknown) => Buffer.from(JSON.stringify(value)),
+			responseDeserialize: (bytes: Buffer) => JSON.parse(bytes.toString()) as unknown,
+		},
+	}, 'Echo');
+	const channel = new Echo(`127.0.0.1:${proc.port}`, grpc.credentials.createInsecure()) as unknown as {echo(request: unknown, callback: (error: Error | null, reply?: {pid: number}) => void): void; close(): void};
+	t.teardown(() => {
+		channel.close();
+	});
+	const call = async (ms: number) => new Promise<{pid: number}>((resolve, reject) => {
+		channel.echo({ms}, (error, reply) => {
+			if (error) {
+				reject(error);
+			} else {
+				resolve(reply!);
+			}
+		});
+	});
+	await call(0);
+	const signalledAt = performance.now();
+	const inFlight = call(1000);
+	proc.kill('SIGTERM');
+	t.truthy(await inFlight, 'the call in flight is answered');
+	const exit = await proc.exitWithin(15_000);
+	const tookMs = performance.now() - signalledAt;
+	t.like(exit, {code: 0, signal: null}, proc.text().slice(-4000));
+	t.true(tookMs < 10_000, `left after ${Math.round(tookMs)} ms, long before the 20 s deadline`);
+	t.is(proc.lines.filter(line => line.msg === 'fixture shutdown').length, WORKERS, 'the listener ran once per worker');
+	t.is(cleanupDone(proc).length, WORKERS, 'tryShutdown() completed in each worker');
+	t.like(drainFinished(proc), {outcome: 'clean', exitCode: 0});
+});
+
+test('a response written in one go to a slow client is delivered whole: the end of the reject phase does not cut it', async t => {
+	const proc = await startApp(t, 'big-response', {workers: 1, options: ['--reject-period', '500ms']});
+	const net = await import('node:net');
+	const socket = net.connect(proc.port, '127.0.0.1');
+	t.teardown(() => socket.destroy());
+	socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+	let received = 0;
+	socket.on('data', chunk => {
+		received += chunk.length;
+		// About 4 MB/s: the 16 MB body needs several seconds, well past the reject phase.
+		socket.pause();
+		setTimeout(() => socket.resume(), 15);
+	});
+	await proc.waitForLog('fixture request started');
+	proc.kill('SIGTERM');
+	const closed = new Promise<void>(resolve => {
+		socket.once('close', () => {
+			resolve();
+		});
+	});
+	await proc.waitForLog('stopped listening; waiting for requests in flight');
+	await closed;
+	t.true(received > 16 * 1024 * 1024, `the whole body arrived: ${received} bytes`);
+	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
+	t.like(drainFinished(proc), {outcome: 'clean', served: 1, responsesCut: 0});
+});
+
+for (const name of ['terminus', 'express-handler'] as const) {
+	test(`standalone (plain node): ${name}'s shutdown runs to its end after the drain; exit 0${name === 'terminus' ? ', its re-raised signal is not a second signal' : ''}`, async t => {
+		const proc = start(t, [app(name)], {plainNode: true, env: {GRACEFUL_CLUSTER_REJECT_PERIOD: '300ms', GRACEFUL_CLUSTER_GRACE_PERIOD: '10s'}});
+		const {port} = await proc.waitForLog('fixture listening');
+		const slow = client(url(Number(port), '/slow?ms=800'));
+		await proc.waitForLog('fixture request started');
+		proc.kill('SIGTERM');
+		t.is((await slow).statusCode, 200);
+		t.like(await proc.exitWithin(10_000), {code: 0}, proc.text());
+		t.is(cleanupDone(proc).length, 1);
+		t.like(proc.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0});
+		t.falsy(proc.lines.find(line => line.msg === 'second signal during the drain; exiting now'));
+	});
+}
