@@ -10,6 +10,8 @@
  * (Node ignores them), and the signals that stop rather than kill (SIGTSTP,
  * SIGTTIN, SIGTTOU) or are ignored by default (SIGCHLD, SIGWINCH, SIGURG, SIGCONT).
  */
+import {constants} from 'node:os';
+
 export type SignalAction = 'drain' | 'reload' | 'ignore';
 
 export const SIGNAL_ACTIONS = {
@@ -37,3 +39,17 @@ export const SIGNAL_ACTIONS = {
 export type HandledSignal = keyof typeof SIGNAL_ACTIONS;
 
 export const HANDLED_SIGNALS = Object.keys(SIGNAL_ACTIONS) as HandledSignal[];
+
+/**
+ * A process's own exit code that means it ended as asked, after a signal: 0,
+ * or 128 + the number of a drain or reload signal (143 for SIGTERM, 130 for
+ * SIGINT), which many shutdown handlers exit with by convention. Any other
+ * code from the app's shutdown is a failure.
+ */
+export function isCleanShutdownCode(code: number | null): boolean {
+	if (code === 0) {
+		return true;
+	}
+
+	return code !== null && HANDLED_SIGNALS.some(signal => SIGNAL_ACTIONS[signal] !== 'ignore' && code === 128 + constants.signals[signal]);
+}

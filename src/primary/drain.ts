@@ -37,9 +37,9 @@ const PROGRESS_REPEAT_MS = 5000;
 export const KILL_WAIT_MS = 2000;
 
 /**
- * Left as planned during a drain: it said it drained; or it exited on its own
- * while its shutdown hooks ran, every request done (a hook's `process.exit()`,
- * whatever the code: the supervisor logs a non-zero one as a failed hook); or
+ * Left as planned during a drain: it said it drained; or it left while its
+ * shutdown hooks ran, every request done (a hook's `process.exit()`, whatever
+ * the code, or the deadline's kill: `hookFailures` counts those); or
  * it had no helper and exited with code 0 after we disconnected it. A worker
  * started before the drain that crashed earlier does not count against this
  * drain.
@@ -50,8 +50,10 @@ export function leftCleanly(record: WorkerRecord): boolean {
 		return true;
 	}
 
+	// Its requests were done: whatever ended its hooks (its own exit, the
+	// deadline's kill) is a hook's failure (`hookFailures`), not a lost worker.
 	const last = lastLive(state).name;
-	if (last === 'drained' || (last === 'hooks' && killReason(state) === undefined)) {
+	if (last === 'drained' || last === 'hooks') {
 		return true;
 	}
 

@@ -12,6 +12,7 @@
  */
 import {TimerGroup, type Clock, type Timer} from '../clock.js';
 import type {Logger} from '../logger.js';
+import {isCleanShutdownCode} from '../signals.js';
 import type {Fleet} from './fleet.js';
 import {
 	exitReason, isServingMember, killReason, lastLive, placeOf, roleOf, type StartReason, type WorkerRecord,
@@ -127,7 +128,7 @@ export class Supervisor {
 			...(killedFor ? {killedFor} : {}),
 			reason: exitedFor,
 		};
-		if (last.name === 'hooks' && killedFor === undefined && (state.code !== 0 || state.signal !== null)) {
+		if (last.name === 'hooks' && killedFor === undefined && (state.signal !== null || !isCleanShutdownCode(state.code))) {
 			this.logger.error({worker: record.id, workerPid: record.pid, code: state.code, signal: state.signal}, 'a shutdown hook exited the worker with a failure');
 		}
 

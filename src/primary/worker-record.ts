@@ -16,6 +16,7 @@
 import type {LastLines} from './output.js';
 import type {WorkerHandle} from './edges.js';
 import type {Counts} from '../counts.js';
+import {isCleanShutdownCode} from '../signals.js';
 import type {DrainSummary} from '../protocol.js';
 
 /** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
@@ -145,7 +146,8 @@ export function killReason(state: WorkerState): KillReason | undefined {
 /**
  * How many of the worker's shutdown hooks and app signal listeners failed:
  * those it reported (threw, rejected), plus one for its own exit once its
- * requests were done, if that was non-zero (`process.exit(1)` in a hook), or
+ * requests were done, if that was a failure (`process.exit(1)` in a hook; 143
+ * after SIGTERM is not, signals.ts), or
  * a kill that cut them (the deadline, a second signal).
  */
 export function hookFailures(record: WorkerRecord): number {
@@ -155,7 +157,8 @@ export function hookFailures(record: WorkerRecord): number {
 		const last = lastLive(state).name;
 		if (last === 'hooks' || last === 'drained') {
 			const cut = killReason(state) !== undefined;
-			if (cut || (state.code !== 0 && state.code !== null) || (last === 'hooks' && state.signal !== null)) {
+			const failedExit = state.signal === null ? !isCleanShutdownCode(state.code) : last === 'hooks';
+			if (cut || failedExit) {
 				failures++;
 			}
 		}

@@ -13,9 +13,14 @@
  *   non-zero one is a failed hook, which the primary sees from the exit code);
  * - nothing of the app's keeps the process alive any more: the event loop
  *   would end (`'beforeExit'`), its work is done;
- * - the app sends itself the signal again (terminus and NestJS re-raise it
- *   when their cleanup is done, expecting to die of it): it is done;
+ * - the app sends itself the signal again with no listener left for it
+ *   (terminus and NestJS re-raise theirs when their cleanup is done,
+ *   expecting to die of it): it is done;
  * - the deadline (the primary's SIGKILL; standalone's own timer).
+ *
+ * Only shutdown code is waited for: a listener registered for a stop signal
+ * (SIGTERM, SIGINT, SIGQUIT). A retiring worker also calls the app's SIGHUP
+ * listener, which may only re-read its config; alone, it is not waited for.
  *
  * While waiting, a line every few seconds says which listeners ran and what
  * is still open. The IPC channel is unref'd meanwhile, so that it alone does
@@ -24,10 +29,14 @@
 import {performance} from 'node:perf_hooks';
 import type {Logger} from '../logger.js';
 import type {DrainReason} from './long-lived.js';
-import {callListeners, listenerName, listenersFor, type SignalListeners} from './signal-listeners.js';
+import {callListeners, endsProcess, isStopListener, listenerName, listenersFor, type SignalListeners} from './signal-listeners.js';
 
-/** How it ended: the app's work was done (the process may exit on its own), or it sent itself its signal (it expects to end now). */
-export type AppShutdownEnd = 'idle' | 'self-signal';
+/**
+ * How it ended: the app's work was done (the process may exit on its own); it
+ * sent itself its signal (it expects to end now); or no listener called was
+ * shutdown code (nothing to wait for: the process is ended).
+ */
+export type AppShutdownEnd = 'idle' | 'self-signal' | 'called';
 
 export interface AppShutdownResult {
 	/** Listeners that threw, or returned a promise that rejected. */
@@ -47,19 +56,20 @@ export interface AppShutdown {
 	run(signal: NodeJS.Signals, reason: DrainReason, onFailure: (name: string) => Promise<void>): Promise<AppShutdownResult>;
 }
 
-/** The resource types still open, graceful-cluster's own stdio pipes and IPC channel left out. */
+/**
+ * The resource types keeping the process alive, counted, graceful-cluster's
+ * own stdio pipes left out (the IPC channel is unref'd while waiting, and not
+ * listed). A server the app never closed shows as a `Timeout` in a cluster
+ * worker: node:cluster's round-robin keeps one for it.
+ */
 export function appResources(): Record<string, number> {
 	const counts: Record<string, number> = {};
 	for (const type of process.getActiveResourcesInfo()) {
 		counts[type] = (counts[type] ?? 0) + 1;
 	}
 
-	const ours = [process.stdout, process.stderr].map(stream => (stream as {_handle?: {constructor?: {name?: string}}})._handle?.constructor?.name);
-	if (process.channel) {
-		ours.push('Pipe');
-	}
-
-	for (const handle of ours) {
+	for (const stream of [process.stdout, process.stderr]) {
+		const handle = (stream as {_handle?: {constructor?: {name?: string}}})._handle?.constructor?.name;
 		const type = handle === 'Pipe' ? 'PipeWrap' : handle === 'TTY' ? 'TTYWrap' : undefined;
 		if (type !== undefined && counts[type] !== undefined) {
 			counts[type]--;
@@ -77,10 +87,18 @@ export function appShutdown(holder: SignalListeners, logger: Logger): AppShutdow
 		has: (signal, reason) => listenersFor(holder, signal, {retiring: reason === 'reload'}).length > 0,
 		async run(signal, reason, onFailure) {
 			const entries = listenersFor(holder, signal, {retiring: reason === 'reload'});
+			// Only shutdown code is waited for: a SIGHUP listener that re-reads the
+			// config (a reload's retiring worker runs it) starts nothing that ends.
+			const shutdown = entries.some(entry => isStopListener(holder, entry));
 			const failures: Array<Promise<void>> = [];
 			let ended: AppShutdownEnd | undefined;
 			const selfSignalled = new Promise<void>(resolve => {
 				holder.onSelfSignal = sent => {
+					if (!endsProcess(holder, sent)) {
+						// Node would call the app's listeners again: they ran once, that is all.
+						return;
+					}
+
 					logger.info({signal: sent}, 'the app signalled itself: its own shutdown is done');
 					ended ??= 'self-signal';
 					resolve();
@@ -91,16 +109,24 @@ export function appShutdown(holder: SignalListeners, logger: Logger): AppShutdow
 				logger.error({err: error, hook: name}, 'a shutdown hook failed; running the rest');
 				failures.push(onFailure(name));
 			});
-			const idle = untilIdle(holder, logger, names);
-			await Promise.race([selfSignalled, idle.done.then(() => {
-				ended ??= 'idle';
-			})]);
-			idle.stop();
+			if (shutdown) {
+				const idle = untilIdle(holder, logger, names);
+				await Promise.race([selfSignalled, idle.done.then(() => {
+					ended ??= 'idle';
+				})]);
+				idle.stop();
+			} else {
+				// A turn for what they started at once (a promise's first step).
+				await new Promise(resolve => {
+					setImmediate(resolve);
+				});
+			}
+
 			holder.onSelfSignal = undefined;
 			// A listener whose promise is still pending now never settles: nothing
 			// is left that could settle it, or the app declared itself done.
 			await Promise.all(failures);
-			return {failed: failures.length, ended: ended!};
+			return {failed: failures.length, ended: ended ?? 'called'};
 		},
 	};
 }

@@ -29,7 +29,7 @@ import {readWorkerEnv} from '../worker-env.js';
 import {leaveSignal, openChannel} from './channel.js';
 import {startHeartbeat} from './heartbeat.js';
 import {answerScrape} from './metrics.js';
-import {callListeners, holdSignalListeners, listenerName, listenersFor} from './signal-listeners.js';
+import {callListeners, endsProcess, holdSignalListeners, listenerName, listenersFor} from './signal-listeners.js';
 import {blockOutput} from './stdio.js';
 
 // `child_process.fork()` copies `execArgv`, so the app's own children would load
@@ -60,52 +60,61 @@ if (cluster.isWorker && cluster.worker) {
 
 	startHeartbeat(channel, logger, heartbeat);
 
-	// Ours go on before the app's are held.
+	// The app's listeners for every signal the primary drains or reloads on, a
+	// `--require` preload's (an APM agent's) included: held from here on.
+	const held = holdSignalListeners({ownExisting: true, signals: HANDLED_SIGNALS.filter(signal => SIGNAL_ACTIONS[signal] !== 'ignore')});
+
 	const onSignal = (signal: NodeJS.Signals): void => {
 		if (SIGNAL_ACTIONS[signal as HandledSignal] === 'drain') {
+			held.received ??= signal;
 			logger.info({signal}, 'signal received by the worker; waiting for the primary to drain it');
 		} else {
 			logger.info({signal}, 'signal received by the worker; only the primary acts on it');
-		}
-
-		if (SIGNAL_ACTIONS[signal as HandledSignal] === 'drain') {
-			held.received ??= signal;
 		}
 	};
 
 	// Every signal the primary handles reaches the workers too when it is sent to
 	// the process group (Ctrl-C, Ctrl-\, a closed terminal, systemd's
-	// KillMode=control-group): only the primary acts on it.
+	// KillMode=control-group): only the primary acts on it. Ours, past the
+	// holding: the app's `removeAllListeners()` leaves them.
 	for (const signal of HANDLED_SIGNALS) {
-		process.on(signal, onSignal);
+		held.listenOurselves(signal, onSignal);
 	}
-
-	// The app's listeners for every signal the primary drains or reloads on.
-	const held = holdSignalListeners({takeExisting: false, signals: HANDLED_SIGNALS.filter(signal => SIGNAL_ACTIONS[signal] !== 'ignore')});
 
 	// A worker whose app never attached gets the basic drain: the primary
 	// disconnects it when the reject phase ends (at once in a reload). Nothing
 	// here knows its requests, so the app's own shutdown runs then, from the
 	// leave message's timeline: waiting for the disconnect would wait for every
 	// connection to close, which a gRPC client channel never does before the
-	// app's own `tryShutdown()`. `attach()` takes the listeners over otherwise.
+	// app's own `tryShutdown()`; or at the disconnect, if that comes first. The
+	// timer is ref'd: once the disconnect has closed the servers and the
+	// channel, nothing else may keep the process alive until it fires.
+	// `attach()` takes the listeners over otherwise.
 	channel.listeners.add(({message, receivedAt}) => {
-		const at = message.type === 'drain' ? rejectEndsAt(remaining(message, performance.now() - receivedAt)) : 0;
-		setTimeout(() => {
-			if (held.owner !== 'bootstrap') {
+		if (held.owner !== 'bootstrap') {
+			return;
+		}
+
+		let done = false;
+		const runListeners = (): void => {
+			if (done || held.owner !== 'bootstrap') {
 				return;
 			}
 
+			done = true;
+			clearTimeout(timer);
 			const signal = leaveSignal(message, held.received);
 			const entries = listenersFor(held, signal, {retiring: message.type === 'retire'});
 			if (entries.length === 0) {
 				return;
 			}
 
-			// The app's own shutdown, re-raising its signal when done (terminus,
-			// NestJS), means to end the process: it ends, as drained.
-			held.onSelfSignal = () => {
-				process.exit(0);
+			// The app's own shutdown, re-raising its signal when done with no listener
+			// left for it (terminus, NestJS), means to end the process: it ends.
+			held.onSelfSignal = sent => {
+				if (endsProcess(held, sent)) {
+					process.exit(0);
+				}
 			};
 
 			logger.info({listeners: entries.map(entry => listenerName(entry, signal)), signal}, 'running the app\'s own signal listeners');
@@ -113,6 +122,10 @@ if (cluster.isWorker && cluster.worker) {
 				logger.error({err: error, hook: name}, 'a shutdown hook failed; running the rest');
 				channel.send({type: 'hook-failed', hook: name.slice(0, 4096)});
 			});
-		}, at).unref();
+		};
+
+		const at = message.type === 'drain' ? rejectEndsAt(remaining(message, performance.now() - receivedAt)) : 0;
+		const timer = setTimeout(runListeners, at);
+		held.listenOurselves('disconnect', runListeners);
 	});
 }

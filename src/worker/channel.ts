@@ -40,11 +40,12 @@ export interface WorkerChannel {
 
 /**
  * The signal a leave answers: the one the primary received (in the message),
- * else the one this worker received itself, else what the orchestrator sends
- * to stop (SIGTERM) or to reload (SIGHUP).
+ * else, for a drain, the one this worker received itself, else SIGTERM (a
+ * recycle's retire carries none: the worker is stopped, as an orchestrator
+ * stops it).
  */
 export function leaveSignal(message: LeaveMessage, receivedHere: NodeJS.Signals | undefined): NodeJS.Signals {
-	return (message.signal as NodeJS.Signals | undefined) ?? receivedHere ?? (message.type === 'drain' ? 'SIGTERM' : 'SIGHUP');
+	return (message.signal as NodeJS.Signals | undefined) ?? (message.type === 'drain' ? receivedHere : undefined) ?? 'SIGTERM';
 }
 
 const KEY = Symbol.for('graceful-cluster.worker-channel.v1');

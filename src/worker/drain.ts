@@ -242,7 +242,7 @@ export class ProcessDrain {
 	 * linger is over, close what is left and exit. `signal`: the one that
 	 * started the reload.
 	 */
-	retire(lingerMs: number, signal: NodeJS.Signals = 'SIGHUP'): void {
+	retire(lingerMs: number, signal: NodeJS.Signals = 'SIGTERM'): void {
 		if (this.phase.name !== 'serving') {
 			return;
 		}

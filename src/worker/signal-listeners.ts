@@ -51,10 +51,19 @@ export interface SignalListeners {
 	 * Set while the app's own shutdown runs: a held signal the app sends itself
 	 * (`process.kill(process.pid, signal)`: terminus and NestJS re-raise theirs
 	 * when their cleanup is done, expecting to die of it) comes here instead of
-	 * being delivered. Optional: a holder made by an older copy lacks it.
+	 * being delivered. It means "end now" only as Node would take it: when the
+	 * app has no listener left for that signal (`endsProcess`). Optional: a
+	 * holder made by an older copy lacks it.
 	 */
 	onSelfSignal?: ((signal: NodeJS.Signals) => void) | undefined;
 }
+
+/**
+ * Whether a signal the app sent itself would end the process under plain Node:
+ * only when no listener of the app's is left for it. signal-exit re-raises only
+ * when it thinks it is alone, and terminus and NestJS take theirs off first.
+ */
+export const endsProcess = (holder: SignalListeners, signal: NodeJS.Signals): boolean => !holder.held.some(entry => entry.signal === signal);
 
 /** The stop signals, in the order a leave falls back on their listeners (`listenersFor`). */
 export const STOP_SIGNALS: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT', 'SIGQUIT'];
@@ -82,11 +91,14 @@ function signalName(signal: string | number | undefined): string | undefined {
 
 /**
  * Starts holding `signals`: from now on the app's listeners for them are kept
- * here, not on `process`. With `takeExisting`, the ones already on `process`
- * (the app's, registered before `attach()` in standalone mode) move here too.
- * Idempotent: a second call returns the first one's holder.
+ * here, not on `process`; the ones already on `process` move here too (the
+ * app's, registered before `attach()` in standalone mode; in a worker, a
+ * `--require` preload's, such as an APM agent's). With `ownExisting`, every
+ * other listener already there is ours (the bootstrap's: node:cluster's IPC
+ * listeners), out of reach of the app's `removeAllListeners()`. Idempotent: a
+ * second call returns the first one's holder.
  */
-export function holdSignalListeners({takeExisting, signals}: {takeExisting: boolean; signals: readonly NodeJS.Signals[]}): SignalListeners {
+export function holdSignalListeners({ownExisting, signals}: {ownExisting: boolean; signals: readonly NodeJS.Signals[]}): SignalListeners {
 	const existing = getSignalListeners();
 	if (existing) {
 		return existing;
@@ -101,6 +113,9 @@ export function holdSignalListeners({takeExisting, signals}: {takeExisting: bool
 		prependListener: bind(process.prependListener),
 		prependOnceListener: bind(process.prependOnceListener),
 		removeListener: bind(process.removeListener),
+		listeners: process.listeners.bind(process) as (event: string | symbol) => Listener[],
+		rawListeners: process.rawListeners.bind(process) as (event: string | symbol) => Listener[],
+		listenerCount: process.listenerCount.bind(process) as (event: string | symbol) => number,
 		kill: process.kill.bind(process),
 	};
 	const listeners: HeldListener[] = [];
@@ -118,10 +133,12 @@ export function holdSignalListeners({takeExisting, signals}: {takeExisting: bool
 		set.add(listener);
 	};
 
-	if (!takeExisting) {
+	if (ownExisting) {
 		for (const event of process.eventNames()) {
-			for (const listener of process.rawListeners(event)) {
-				keep(event, listener);
+			if (!held.has(event)) {
+				for (const listener of process.rawListeners(event)) {
+					keep(event, listener);
+				}
 			}
 		}
 	}
@@ -139,13 +156,11 @@ export function holdSignalListeners({takeExisting, signals}: {takeExisting: bool
 		},
 	};
 
-	if (takeExisting) {
-		for (const signal of signals) {
-			// rawListeners: a `once` listener stays wrapped, so calling it keeps its once-ness.
-			for (const listener of process.rawListeners(signal) as Listener[]) {
-				original.removeListener(signal, listener);
-				listeners.push({signal, listener});
-			}
+	for (const signal of signals) {
+		// rawListeners: a `once` listener stays wrapped, so calling it keeps its once-ness.
+		for (const listener of process.rawListeners(signal) as Listener[]) {
+			original.removeListener(signal, listener);
+			listeners.push({signal, listener});
 		}
 	}
 
@@ -160,7 +175,15 @@ export function holdSignalListeners({takeExisting, signals}: {takeExisting: bool
 		return process;
 	};
 
+	const of = (event: string | symbol): HeldListener[] => listeners.filter(entry => entry.signal === event);
+	const unwrap = (listener: Listener): Listener => (listener as Listener & {listener?: Listener}).listener ?? listener;
 	const patch = {
+		// What the app sees of a held signal is what it registered: a library that
+		// asks "am I the only listener?" (signal-exit) must get the app's answer,
+		// not graceful-cluster's own handler.
+		listeners: (event: string | symbol) => held.has(event) ? of(event).map(entry => unwrap(entry.listener as Listener)) : original.listeners(event),
+		rawListeners: (event: string | symbol) => held.has(event) ? of(event).map(entry => entry.listener) : original.rawListeners(event),
+		listenerCount: (event: string | symbol) => held.has(event) ? of(event).length : original.listenerCount(event),
 		on: (event: string | symbol, listener: Listener) => held.has(event) ? hold(false)(event, listener) : original.on(event, listener),
 		// Each held listener is called once anyway: `once` holds it like `on`.
 		once: (event: string | symbol, listener: Listener) => held.has(event) ? hold(false)(event, listener) : original.once(event, listener),
@@ -193,7 +216,7 @@ export function holdSignalListeners({takeExisting, signals}: {takeExisting: bool
 					}
 				}
 
-				for (const listener of process.rawListeners(name)) {
+				for (const listener of original.rawListeners(name)) {
 					if (!ours.get(name)?.has(listener)) {
 						original.removeListener(name, listener as Listener);
 					}
@@ -241,6 +264,9 @@ export function listenersFor(holder: SignalListeners, received: NodeJS.Signals, 
 	});
 }
 
+/** True when `entry`'s function is registered for a stop signal: shutdown code, whatever signal it is called for now. */
+export const isStopListener = (holder: SignalListeners, entry: HeldListener): boolean => holder.held.some(other => other.listener === entry.listener && STOP_SIGNALS.includes(other.signal));
+
 /** A held listener's name in the log: the signal received, and the function's name if it has one. */
 export const listenerName = (entry: HeldListener, received: NodeJS.Signals): string => `${received} listener${entry.listener.name ? ` ${entry.listener.name}` : ''}`;
 
@@ -262,8 +288,9 @@ export function callListeners(holder: SignalListeners, entries: readonly HeldLis
 		const name = names[index]!;
 		try {
 			const result = entry.listener.call(process, received);
-			if (result instanceof Promise) {
-				result.catch((error: unknown) => {
+			// Any thenable (Bluebird's too), not only a native Promise.
+			if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function') {
+				Promise.resolve(result).catch((error: unknown) => {
 					onError(name, error);
 				});
 			}

@@ -7,6 +7,7 @@
 import {performance} from 'node:perf_hooks';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
+import {isCleanShutdownCode} from '../signals.js';
 import {isDuplicateSignal, type Timeline} from '../timeline.js';
 import type {DrainSummary, ProcessDrain} from './drain.js';
 import {appShutdown} from './app-shutdown.js';
@@ -19,7 +20,7 @@ const PROGRESS_LOG_MS = 1000;
 export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline): void {
 	// The app's SIGTERM/SIGINT listeners, those already there and those to come,
 	// run after the hooks instead of at the signal.
-	const held = holdSignalListeners({takeExisting: true, signals: ['SIGTERM', 'SIGINT']});
+	const held = holdSignalListeners({ownExisting: false, signals: ['SIGTERM', 'SIGINT']});
 	held.owner = 'attach';
 	/** The deadline's timer, once a signal came. */
 	let deadline: NodeJS.Timeout | undefined;
@@ -79,7 +80,7 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 	// code is a failed hook, exit 7, as under the CLI.
 	held.listenOurselves('exit', (code: number) => {
 		if (!reported && drain.phaseName === 'hooks') {
-			process.exitCode = report(drain.summary(), code);
+			process.exitCode = report(drain.summary(), isCleanShutdownCode(code) ? 0 : code);
 		}
 	});
 
@@ -109,7 +110,9 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 		deadline = setTimeout(() => {
 			reported = true;
 			const {inflight, upgrades, streams} = drain.counts;
-			logger.error({inflight, upgrades, streams, responsesCut: inflight, outcome: 'forced', exitCode: ExitCode.DEADLINE}, 'drain finished');
+			// Hooks still running are cut: counted with those that failed.
+			const hooksFailed = (drain.summary().hooksFailed ?? 0) + (drain.phaseName === 'hooks' ? 1 : 0);
+			logger.error({inflight, upgrades, streams, hooksFailed, responsesCut: inflight, outcome: 'forced', exitCode: ExitCode.DEADLINE}, 'drain finished');
 			process.exit(ExitCode.DEADLINE);
 		}, timeline.gracePeriodMs);
 		drain.begin(timeline, signal);

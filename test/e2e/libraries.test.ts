@@ -36,7 +36,7 @@ interface Scenario {
  * in the reject phase gets the drain 503, the app's cleanup runs to its end
  * once per worker after the slow requests, the drain is clean, exit 0.
  */
-async function drainsCleanly(t: ExecutionContext, {name, send = 'kill', signal = 'SIGTERM', told}: Scenario): Promise<void> {
+async function drainsCleanly(t: ExecutionContext, {name, send = 'kill', signal = 'SIGTERM', told}: Scenario): Promise<readonly LogLine[]> {
 	const proc = await startApp(t, name);
 	const slow = [1, 2].map(async () => {
 		const response = await client(url(proc.port, '/slow?ms=1200'));
@@ -68,6 +68,7 @@ async function drainsCleanly(t: ExecutionContext, {name, send = 'kill', signal =
 	t.true(firstShutdown >= slowDoneWall - 50, 'the app\'s shutdown ran after the requests in flight');
 	t.like(drainFinished(proc), {outcome: 'clean', exitCode: 0, hooksFailed: 0, workersLost: 0, responsesCut: 0});
 	t.is(proc.lines.filter(line => line.msg === 'fixture cleanup' && line['step'] === 'pool ended').length, proc.lines.filter(line => line.msg === 'fixture cleanup' && line['step'] === 'pool ending').length, 'every pool that began to end, ended');
+	return proc.lines;
 }
 
 test('Fastify + close-with-grace: the onClose hook (300 ms) runs to its end; close-with-grace\'s exit(0) ends the worker', async t => {
@@ -217,3 +218,68 @@ for (const name of ['terminus', 'express-handler'] as const) {
 		t.falsy(proc.lines.find(line => line.msg === 'second signal during the drain; exiting now'));
 	});
 }
+
+test('signal-exit beside the app\'s own cleanup: it sees that listener, so it does not re-raise; the cleanup runs to its end, then signal-exit\'s onExit', async t => {
+	const lines = await drainsCleanly(t, {name: 'signal-exit', told: 'SIGTERM'});
+	const onExit = lines.filter(line => line.msg === 'fixture onExit');
+	t.is(onExit.length, WORKERS);
+	t.true(onExit.every(line => line['code'] === 0), JSON.stringify(onExit));
+});
+
+test('a reload with an app that re-reads its config on SIGHUP: the retiring workers run it and their SIGTERM cleanup, and leave at once', async t => {
+	const proc = await startApp(t, 'config-reload');
+	const before = proc.lines.filter(line => line.msg === 'fixture listening').map(line => Number(line['pid']));
+	const startedAt = performance.now();
+	proc.kill('SIGHUP');
+	await proc.waitForLog('reload finished', {timeout: 30_000});
+	await proc.waitForLog(line => line.msg === 'worker exited' && before.includes(Number(line['workerPid'])), {count: WORKERS, timeout: 15_000});
+	const tookMs = performance.now() - startedAt;
+	t.true(tookMs < 10_000, `the retiring workers left after ${Math.round(tookMs)} ms, not at the 20 s deadline`);
+	t.falsy(proc.lines.find(line => line.msg === 'retiring worker still running at the deadline; killing it'));
+	for (const pid of before) {
+		t.like(proc.lines.find(line => line.msg === 'fixture config reloaded' && line['pid'] === pid), {signal: 'SIGHUP'});
+		t.truthy(proc.lines.find(line => line.msg === 'fixture cleanup' && line['step'] === 'done' && line['pid'] === pid), `pool closed in ${pid}`);
+	}
+
+	proc.kill('SIGTERM');
+	t.like(await proc.exitWithin(15_000), {code: 0}, proc.text().slice(-3000));
+});
+
+test('a recycle (--max-requests): the retiring worker runs the app\'s SIGTERM cleanup, not its SIGHUP one, and leaves at once', async t => {
+	const proc = await startApp(t, 'config-reload', {workers: 1, options: ['--max-requests', '3']});
+	const [first] = proc.lines.filter(line => line.msg === 'fixture listening').map(line => Number(line['pid']));
+	for (let index = 0; index < 4; index++) {
+		// eslint-disable-next-line no-await-in-loop
+		t.is((await client(url(proc.port, '/'))).statusCode, 200);
+	}
+
+	await proc.waitForLog(line => line.msg === 'worker exited' && Number(line['workerPid']) === first, {timeout: 15_000});
+	t.like(proc.lines.find(line => line.msg === 'fixture shutdown' && line['pid'] === first), {signal: 'SIGTERM'});
+	t.falsy(proc.lines.find(line => line.msg === 'fixture config reloaded'), 'no SIGHUP was sent to anyone');
+	t.falsy(proc.lines.find(line => line.msg === 'retiring worker still running at the deadline; killing it'));
+	proc.kill('SIGTERM');
+	t.like(await proc.exitWithin(15_000), {code: 0}, proc.text().slice(-3000));
+});
+
+test('without attach(), a worker whose event loop is busy at the signal still runs the app\'s listener before it leaves', async t => {
+	const proc = await startApp(t, 'no-attach', {workers: 1, options: ['--reject-period', '300ms']});
+	const busy = client(url(proc.port, '/busy'));
+	await proc.waitForLog('fixture request started');
+	proc.kill('SIGTERM');
+	t.is((await busy).statusCode, 200);
+	t.like(await proc.exitWithin(15_000), {code: 0}, proc.text().slice(-3000));
+	t.truthy(proc.lines.find(line => line.msg === 'running the app\'s own signal listeners'), proc.text().slice(-3000));
+	t.is(cleanupDone(proc).length, 1, 'its cleanup ran to its end');
+});
+
+test('a --require preload\'s SIGTERM listener (an APM agent\'s) is held too: the request in flight finishes first, then it runs; its exit 143 is a clean end', async t => {
+	const proc = start(t, ['--workers', '1', '--reject-period', '500ms', '--grace-period', '20s', app('plain')], {env: {NODE_OPTIONS: `--require ${app('preload').replace(/\.mjs$/, '.cjs')}`}});
+	const {port} = await proc.waitForLog('fixture listening', {timeout: 30_000});
+	const slow = client(url(Number(port), '/slow?ms=1500'));
+	await proc.waitForLog('fixture request started');
+	proc.killGroup('SIGTERM');
+	t.is((await slow).statusCode, 200, 'not cut by the preload\'s exit at the signal');
+	t.like(await proc.exitWithin(15_000), {code: 0}, proc.text().slice(-3000));
+	t.is(cleanupDone(proc).length, 1);
+	t.like(drainFinished(proc), {outcome: 'clean', hooksFailed: 0, workersLost: 0});
+});

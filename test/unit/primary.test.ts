@@ -133,6 +133,16 @@ test('drain: a non-zero exit from the shutdown hooks is a failed hook, not a los
 	t.is(p.line('drain finished')!['lost'], undefined);
 });
 
+test('drain: exiting 143 (128 + SIGTERM) from the app\'s shutdown is the conventional clean end, not a failure', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'hooks', served: 0, rejected: 0}).exit(143);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {hooksFailed: 0, outcome: 'clean'});
+	t.is(p.line('a shutdown hook exited the worker with a failure'), undefined);
+});
+
 test('drain: hooks that threw, reported before the worker exited 0 anyway, make it exit 7', async t => {
 	const p = primary();
 	const [a, b] = p.serveAll();
@@ -155,7 +165,7 @@ test('drain: responses cut by the deadline are counted', async t => {
 	t.like(p.line('drain finished'), {responsesCut: 2, outcome: 'forced'});
 });
 
-test('drain: a worker still in its hooks at the deadline is killed -> exit 3, listed as lost', async t => {
+test('drain: a worker still in its hooks at the deadline is killed -> exit 3; its requests were done, so a cut hook, not a lost worker', async t => {
 	const p = primary({workers: 1});
 	const [a] = p.serveAll();
 	p.edges.signal('SIGTERM');
@@ -164,7 +174,8 @@ test('drain: a worker still in its hooks at the deadline is killed -> exit 3, li
 	t.deepEqual(a!.signals, ['SIGKILL']);
 	a!.exit(null, 'SIGKILL');
 	t.is(await p.done, ExitCode.DEADLINE);
-	t.like(p.line('drain finished'), {lost: [{worker: a!.id, killedFor: 'deadline'}]});
+	t.like(p.line('drain finished'), {workersLost: 0, hooksFailed: 1, responsesCut: 0, outcome: 'forced'});
+	t.is(p.line('drain finished')!['lost'], undefined);
 	t.is(p.line('a shutdown hook exited the worker with a failure'), undefined);
 });
 
