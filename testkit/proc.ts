@@ -57,9 +57,17 @@ export interface SpawnOptions<T> {
 
 /**
  * A child process in its own process group. Emits 'line' (each kept record),
- * 'exit' (an `Exit`) and 'closed' (the process has exited and its output
- * streams have ended: no line comes after it).
+ * 'exit' (an `Exit`, once the process has exited and its output has been read:
+ * a test that reads `lines` after it sees the last ones) and 'closed' (its
+ * output streams have ended: no line comes after it).
  */
+
+/**
+ * How long 'exit' waits for the output to end after the process exited: a
+ * descendant that kept the pipes open must not hold the caller forever.
+ */
+const OUTPUT_AFTER_EXIT_MS = 2000;
+
 export class GroupProcess<T = Line> extends EventEmitter {
 	readonly pid: number;
 	/** performance.now() just before the spawn. */
@@ -69,6 +77,8 @@ export class GroupProcess<T = Line> extends EventEmitter {
 	readonly exited: Promise<Exit>;
 	exit: Exit | undefined;
 	closed = false;
+	/** 'exit' has been emitted. */
+	private announced = false;
 	private tail = '';
 	private readonly pending = {stdout: '', stderr: ''};
 
@@ -78,13 +88,26 @@ export class GroupProcess<T = Line> extends EventEmitter {
 		this.pid = child.pid!;
 		this.spawnedAt = spawnedAt;
 		this.exited = pEvent(this, 'exit', {rejectionEvents: []}) as Promise<Exit>;
+		const announce = (): void => {
+			if (!this.announced && this.exit) {
+				this.announced = true;
+				this.emit('exit', this.exit);
+			}
+		};
+
 		child.once('exit', (code, signal) => {
+			// `at` is the exit itself; the event waits for the last lines (above).
 			this.exit = {code, signal, at: performance.now()};
-			this.emit('exit', this.exit);
+			if (this.closed) {
+				announce();
+			} else {
+				setTimeout(announce, OUTPUT_AFTER_EXIT_MS).unref();
+			}
 		});
 		child.once('close', () => {
 			this.closed = true;
 			this.emit('closed');
+			announce();
 		});
 		for (const stream of ['stdout', 'stderr'] as const) {
 			child[stream]?.setEncoding('utf8');
@@ -145,7 +168,7 @@ export class GroupProcess<T = Line> extends EventEmitter {
 
 	/** The exit, or undefined if the process is still running after `ms` (an unref'd timer: it never holds the caller's process). */
 	async exitWithin(ms: number): Promise<Exit | undefined> {
-		if (this.exit) {
+		if (this.announced) {
 			return this.exit;
 		}
 
