@@ -17,10 +17,6 @@ export interface Counts {
 	readonly streams: number;
 }
 
-export const COUNT_NAMES = ['inflight', 'served', 'rejected', 'upgrades', 'streams'] as const satisfies ReadonlyArray<keyof Counts>;
-
-export const NO_COUNTS: Counts = {inflight: 0, served: 0, rejected: 0, upgrades: 0, streams: 0};
-
 /**
  * The sum of `parts`; a part may be missing (a worker that never reported).
  * Reads each field once: a filter's counts are getters.

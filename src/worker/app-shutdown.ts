@@ -38,12 +38,6 @@ import {callListeners, endsProcess, isStopListener, listenerName, listenersFor, 
  */
 export type AppShutdownEnd = 'idle' | 'self-signal' | 'called';
 
-export interface AppShutdownResult {
-	/** Listeners that threw, or returned a promise that rejected. */
-	readonly failed: number;
-	readonly ended: AppShutdownEnd;
-}
-
 /** The first "still waiting" line after this long, then one every WAITING_LOG_MS. */
 const FIRST_WAITING_LOG_MS = 1000;
 export const WAITING_LOG_MS = 5000;
@@ -52,8 +46,8 @@ export const WAITING_LOG_MS = 5000;
 export interface AppShutdown {
 	/** True when the app has listeners to call for `signal` (received for a shutdown, or a reload's retirement). */
 	has(signal: NodeJS.Signals, reason: DrainReason): boolean;
-	/** Calls them and resolves once the app's shutdown is over (above); `onFailure` hears of each that failed. */
-	run(signal: NodeJS.Signals, reason: DrainReason, onFailure: (name: string) => Promise<void>): Promise<AppShutdownResult>;
+	/** Calls them and resolves, with how it ended, once the app's shutdown is over (above); `onFailure` hears of each that failed. */
+	run(signal: NodeJS.Signals, reason: DrainReason, onFailure: (name: string) => Promise<void>): Promise<AppShutdownEnd>;
 }
 
 /**
@@ -126,7 +120,7 @@ export function appShutdown(holder: SignalListeners, logger: Logger): AppShutdow
 			// A listener whose promise is still pending now never settles: nothing
 			// is left that could settle it, or the app declared itself done.
 			await Promise.all(failures);
-			return {failed: failures.length, ended: ended ?? 'called'};
+			return ended ?? 'called';
 		},
 	};
 }
@@ -149,15 +143,16 @@ function untilIdle(holder: SignalListeners, logger: Logger, listeners: readonly 
 		logger.info({listeners, open: appResources(), waitingForMs: Math.round(performance.now() - startedAt)}, 'waiting for the app\'s own shutdown to finish');
 	};
 
-	let timer = setTimeout(() => {
+	let interval: NodeJS.Timeout | undefined;
+	const first = setTimeout(() => {
 		log();
-		timer = setInterval(log, WAITING_LOG_MS).unref();
+		interval = setInterval(log, WAITING_LOG_MS).unref();
 	}, FIRST_WAITING_LOG_MS).unref();
 	return {
 		done,
 		stop() {
-			clearTimeout(timer);
-			clearInterval(timer);
+			clearTimeout(first);
+			clearInterval(interval);
 			process.removeListener('beforeExit', onBeforeExit!);
 			channel?.ref();
 		},

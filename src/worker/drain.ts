@@ -69,7 +69,7 @@ export class ProcessDrain {
 	private phase: Phase = {name: 'serving'};
 	private readonly filters: ServerFilter[] = [];
 	private readonly hooks: ShutdownHook[] = [];
-	readonly notices: DrainNotices;
+	private readonly notices: DrainNotices;
 	private closedLongLived = 0;
 	/** The app's own signal listeners, run after `hooks` (app-shutdown.ts). */
 	private app: AppShutdown | undefined;
@@ -385,7 +385,7 @@ export class ProcessDrain {
 			}
 
 			if (app) {
-				this.appEnded = (await app.run(this.signal, reason, onFailure)).ended;
+				this.appEnded = await app.run(this.signal, reason, onFailure);
 			}
 
 			this.enter({name: 'done'});

@@ -41,18 +41,13 @@ export interface HookRun {
 	readonly onFailure?: ((name: string) => Promise<void>) | undefined;
 }
 
-export interface HooksOutcome {
-	/** Hooks that threw or rejected. */
-	readonly failed: number;
-}
-
 /** The app's `onShutdown()` functions as named hooks, in the order registered. */
 export function namedHooks(hooks: readonly ShutdownHook[]): NamedHook[] {
 	return hooks.map((hook, index) => ({name: hook.name || `onShutdown hook ${index + 1}`, run: hook}));
 }
 
-/** Runs `hooks` in order; one that throws or rejects is logged, and the rest still run. */
-export async function runHooks(hooks: readonly NamedHook[], {logger, clock, deadlineAt, onFailure}: HookRun): Promise<HooksOutcome> {
+/** Runs `hooks` in order; one that throws or rejects is logged, `onFailure` hears of it, and the rest still run. */
+export async function runHooks(hooks: readonly NamedHook[], {logger, clock, deadlineAt, onFailure}: HookRun): Promise<void> {
 	const timers = new TimerGroup(clock);
 	logger.info({hooks: hooks.map(hook => hook.name)}, 'running shutdown hooks');
 	let running: NamedHook | undefined;
@@ -65,7 +60,6 @@ export async function runHooks(hooks: readonly NamedHook[], {logger, clock, dead
 		}, Math.max(left - HOOK_DEADLINE_WARNING_MS, left / 2));
 	}
 
-	let failed = 0;
 	try {
 		for (const hook of hooks) {
 			running = hook;
@@ -77,7 +71,6 @@ export async function runHooks(hooks: readonly NamedHook[], {logger, clock, dead
 				// eslint-disable-next-line no-await-in-loop
 				await hook.run();
 			} catch (error) {
-				failed++;
 				logger.error({err: error, hook: hook.name}, 'a shutdown hook failed; running the rest');
 				// eslint-disable-next-line no-await-in-loop
 				await onFailure?.(hook.name);
@@ -88,6 +81,4 @@ export async function runHooks(hooks: readonly NamedHook[], {logger, clock, dead
 	} finally {
 		timers.clearAll();
 	}
-
-	return {failed};
 }

@@ -12,9 +12,6 @@
  */
 import {Mode, type FilterOptions} from './filter.js';
 
-export const READY_BODY = Buffer.from('ready\n');
-export const DRAINING_BODY = Buffer.from('draining\n');
-export const ALIVE_BODY = Buffer.from('alive\n');
 const QUESTION_MARK = 63;
 
 /** A probe's answer, which each protocol writes its own way. */
@@ -23,9 +20,9 @@ export interface ProbeAnswer {
 	readonly body: Buffer;
 }
 
-const READY: ProbeAnswer = {status: 200, body: READY_BODY};
-const DRAINING: ProbeAnswer = {status: 503, body: DRAINING_BODY};
-const ALIVE: ProbeAnswer = {status: 200, body: ALIVE_BODY};
+const READY: ProbeAnswer = {status: 200, body: Buffer.from('ready\n')};
+const DRAINING: ProbeAnswer = {status: 503, body: Buffer.from('draining\n')};
+const ALIVE: ProbeAnswer = {status: 200, body: Buffer.from('alive\n')};
 
 /** True when `url` is `path` or `path?query`. An empty path never matches (probe turned off). */
 export function isPath(url: string, path: string): boolean {

@@ -238,7 +238,7 @@ test('the app\'s own signal listeners run after the onShutdown hooks, when every
 		has: (signal, reason) => signal === 'SIGQUIT' && reason === 'shutdown',
 		async run(signal, reason) {
 			order.push(`app listeners for ${signal} (${reason})`);
-			return {failed: 0, ended: 'idle'};
+			return 'idle';
 		},
 	});
 	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000}, 'SIGQUIT');
@@ -260,7 +260,7 @@ test('an app with listeners for another signal only: the hooks run and the proce
 		has: signal => signal === 'SIGHUP',
 		async run() {
 			t.fail('not for this drain\'s signal');
-			return {failed: 0, ended: 'idle'};
+			return 'idle';
 		},
 	});
 	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000}, 'SIGTERM');
@@ -299,7 +299,7 @@ test('failed hooks and app listeners are counted, each passed to the host before
 		has: (_signal, reason) => reason === 'reload',
 		async run(_signal, _reason, onFailure) {
 			await onFailure('SIGTERM listener shutdown');
-			return {failed: 1, ended: 'self-signal'};
+			return 'self-signal';
 		},
 	});
 	r.drain.retire(0, 'SIGUSR2');
