@@ -56,8 +56,19 @@ export interface CoversMessage {
 }
 
 /** Worker -> primary, during a drain, throttled: requests still running, long-lived connections still open (counts.ts). */
-export interface InflightMessage extends Counts {
+export interface InflightMessage extends Counts, LongLivedEnds {
 	readonly type: 'inflight';
+}
+
+/**
+ * What became of the long-lived connections the drain closed, so far. Optional
+ * in every message: an older helper does not send them.
+ */
+export interface LongLivedEnds {
+	/** Upgraded connections and event streams the app left open, closed by the drain. */
+	readonly closedLongLived?: number;
+	/** Of those, the ones whose close did not complete in time (`UPGRADE_CLOSE_WAIT_MS`) and were destroyed. */
+	readonly longLivedCut?: number;
 }
 
 /**
@@ -66,7 +77,7 @@ export interface InflightMessage extends Counts {
  * `process.exit()` (close the pool, exit) then leaves a worker the primary
  * knows was done serving, not a lost one.
  */
-export interface HooksMessage {
+export interface HooksMessage extends LongLivedEnds {
 	readonly type: 'hooks';
 	readonly served: number;
 	readonly rejected: number;
@@ -84,12 +95,11 @@ export interface HookFailedMessage {
 }
 
 /** Worker -> primary: nothing in flight, hooks ran, about to exit 0. */
-export interface DrainedMessage {
+export interface DrainedMessage extends LongLivedEnds {
 	readonly type: 'drained';
 	readonly served: number;
 	readonly rejected: number;
 	readonly durationMs: number;
-	/** Upgraded connections and event streams the app left open, closed by the drain. */
 	readonly closedLongLived: number;
 	/** Hooks and app signal listeners that threw or rejected (each also told in a `hook-failed` message). Absent from an older helper. */
 	readonly hooksFailed?: number;
@@ -184,10 +194,10 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	retire: {lingerMs: 'count', signal: 'signal?'},
 	attached: {},
 	covers: {address: 'text'},
-	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count'} satisfies Record<keyof Counts, FieldKind>,
-	hooks: {served: 'count', rejected: 'count'},
+	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?'} satisfies Record<keyof (Counts & LongLivedEnds), FieldKind>,
+	hooks: {served: 'count', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?'},
 	'hook-failed': {hook: 'text'},
-	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count', hooksFailed: 'count?'},
+	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count', longLivedCut: 'count?', hooksFailed: 'count?'},
 	'metrics-request': {id: 'count'},
 	metrics: {id: 'count', metrics: 'metrics'},
 	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count'},

@@ -17,7 +17,7 @@ import type {Logger} from '../logger.js';
 import type {DrainMessage} from '../protocol.js';
 import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
 import type {Fleet} from './fleet.js';
-import {hookFailures, isAttached, killReason, lastLive, placeOf, type WorkerRecord} from './worker-record.js';
+import {hookFailures, inflightOf, isAttached, killReason, knownInflight, lastLive, placeOf, type WorkerRecord} from './worker-record.js';
 
 export type ForcedBy = 'deadline' | 'second-signal';
 
@@ -249,7 +249,7 @@ export class ClusterDrain {
 		}
 
 		for (const record of this.options.fleet.alive) {
-			this.options.logger.warn({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, upgrades: record.report?.upgrades ?? null, streams: record.report?.streams ?? null, reason}, 'killing worker');
+			this.options.logger.warn({worker: record.id, workerPid: record.pid, inflight: knownInflight(record) ?? null, upgrades: record.report?.upgrades ?? null, streams: record.report?.streams ?? null, reason}, 'killing worker');
 			this.options.fleet.kill(record, reason);
 		}
 
@@ -288,14 +288,15 @@ export class ClusterDrain {
 			served,
 			rejected,
 			closedLongLived: this.workers.reduce((sum, record) => sum + (record.report?.closedLongLived ?? 0), 0),
+			longLivedCut: this.workers.reduce((sum, record) => sum + (record.report?.longLivedCut ?? 0), 0),
 			workersLost: lost.length,
 			workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
 			hooksFailed,
-			// Requests the kill or the lost worker cut short: their last reported count.
-			responsesCut: sumCounts(lost.map(record => record.report)).inflight,
+			// Requests the kill or the lost worker cut short: their last known count.
+			responsesCut: lost.reduce((sum, record) => sum + inflightOf(record), 0),
 			outcome: outcomeName(code),
 			exitCode: code,
-			...(lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: record.report?.inflight ?? null, killedFor: killReason(record.state) ?? null}))} : {}),
+			...(lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: knownInflight(record) ?? null, killedFor: killReason(record.state) ?? null}))} : {}),
 		};
 		if (code === ExitCode.OK) {
 			this.options.logger.info(summary, 'drain finished');

@@ -20,8 +20,8 @@ import {sumCounts} from '../counts.js';
 import type {Logger} from '../logger.js';
 import type {MetricsMessage, ToPrimary} from '../protocol.js';
 import {AppMetrics} from './app-metrics.js';
-import {DRAIN_PHASES, drainPhase, inflightOf, type ClusterView} from './status.js';
-import {exitReason, isAttached, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
+import {DRAIN_PHASES, drainPhase, type ClusterView} from './status.js';
+import {exitReason, inflightOf, isAttached, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
 
 /** How long a scrape waits for a worker's app metrics. */
 export const METRICS_WAIT_MS = 2000;

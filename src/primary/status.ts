@@ -9,7 +9,7 @@ import type {ClusterDrain} from './drain.js';
 import type {Fleet} from './fleet.js';
 import type {PrimaryOptions} from './options.js';
 import type {ReloadResult} from './reload.js';
-import {isAttached, lastLive, roleOf, type WorkerRecord} from './worker-record.js';
+import {inflightOf, isAttached, lastLive, roleOf, type WorkerRecord} from './worker-record.js';
 
 /** The primary's state (index.ts `PrimaryState`) by name, as `/status` shows it. */
 export type ClusterState = 'running' | 'reloading' | 'draining' | 'stopping';
@@ -72,7 +72,6 @@ export function drainPhase(view: ClusterView): DrainPhase {
 }
 
 /** Requests the worker is handling: its drain report when it sends them, else its last heartbeat. */
-export const inflightOf = (record: WorkerRecord): number => record.report?.inflight ?? record.health?.inflight ?? 0;
 
 export interface WorkerStatus {
 	readonly slot: number;

@@ -77,8 +77,10 @@ export interface HooksSummary {
 
 /** A worker's last counts (counts.ts), and what its drain closed. */
 export interface InflightReport extends Counts {
-	/** Long-lived connections the worker's drain closed (known once it drained). */
+	/** Long-lived connections the worker's drain closed, so far. */
 	readonly closedLongLived: number;
+	/** Of those, the ones destroyed because their close did not complete in time. */
+	readonly longLivedCut: number;
 }
 
 export interface WorkerRecord {
@@ -119,6 +121,16 @@ export function uncovered(record: WorkerRecord): string[] {
 }
 
 export const isGone = (record: WorkerRecord): boolean => record.state.name === 'gone';
+
+/**
+ * Requests it is handling, as far as the primary knows: its last drain report,
+ * or its last heartbeat (a worker whose loop blocked before it read the drain
+ * never reports); undefined without attach(), whose heartbeat counts nothing.
+ */
+export const knownInflight = (record: WorkerRecord): number | undefined => record.report?.inflight ?? (isAttached(record.state) ? record.health?.inflight : undefined);
+
+/** `knownInflight`, 0 when unknown: for sums. */
+export const inflightOf = (record: WorkerRecord): number => knownInflight(record) ?? 0;
 
 /** What the worker was doing when it was last alive, through a kill: what its exit is judged by. */
 export function lastLive(state: WorkerState): Exclude<LiveState, {name: 'killed'}> {

@@ -25,17 +25,19 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 
 	drain.setHost({
 		progress(counts) {
-			channel.send({type: 'inflight', ...counts});
+			const {closedLongLived, longLivedCut} = drain.summary();
+			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut});
 		},
 		covers(address) {
 			channel.send({type: 'covers', address});
 		},
-		hooksStarting({served, rejected}, proceed) {
+		hooksStarting(_counts, proceed) {
+			const {served, rejected, closedLongLived, longLivedCut} = drain.summary();
 			// Acknowledged before the first hook: a hook's process.exit() cannot
 			// overtake it, so the primary knows no request was lost.
 			// The app's metrics go first: a hook's process.exit() must not lose them.
 			void sendFinalMetrics(channel).then(() => {
-				channel.send({type: 'hooks', served, rejected}, proceed);
+				channel.send({type: 'hooks', served, rejected, closedLongLived, longLivedCut}, proceed);
 			});
 		},
 		async hookFailed(hook) {

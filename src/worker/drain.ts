@@ -28,7 +28,7 @@ import type {DrainableServer, ServerFilter} from './filter.js';
 import {modeFor, stopsAccepting, type Phase, type PhaseName} from './phase.js';
 import type {AppShutdown, AppShutdownEnd} from './app-shutdown.js';
 import {namedHooks, runHooks, type ShutdownHook} from './hooks.js';
-import {closeLongLivedOf, DrainNotices, type DrainListener} from './long-lived.js';
+import {closeLongLivedOf, DrainNotices, UPGRADE_CLOSE_WAIT_MS, type DrainListener} from './long-lived.js';
 import {DrainProgress, REPORT_INTERVAL_MS, SUMMARY_INTERVAL_MS} from './progress.js';
 import type {Readiness} from './readiness.js';
 
@@ -71,6 +71,10 @@ export class ProcessDrain {
 	private readonly hooks: ShutdownHook[] = [];
 	private readonly notices: DrainNotices;
 	private closedLongLived = 0;
+	/** Of those, the ones still not closed `UPGRADE_CLOSE_WAIT_MS` later: destroyed. */
+	private longLivedCut = 0;
+	/** `clock.now()` when the long-lived connections were last closed (closeLongLived). */
+	private longLivedClosedAt: number | undefined;
 	/** The app's own signal listeners, run after `hooks` (app-shutdown.ts). */
 	private app: AppShutdown | undefined;
 	/** The signal that started the drain or the reload: the app's listeners for it run. */
@@ -115,6 +119,7 @@ export class ProcessDrain {
 			served,
 			rejected,
 			closedLongLived: this.closedLongLived,
+			longLivedCut: this.longLivedCut,
 			hooksFailed: this.hooksFailed,
 		};
 	}
@@ -271,6 +276,30 @@ export class ProcessDrain {
 	/** The end of the reject phase (a reload: of the linger): long-lived connections still open are closed (long-lived.ts). */
 	private closeLongLived(): void {
 		this.closedLongLived += closeLongLivedOf(this.filters, this.notices.reason ?? 'shutdown', this.logger);
+		this.longLivedClosedAt = this.clock.now();
+	}
+
+	/**
+	 * The long-lived connections just closed have finished closing: a WebSocket's
+	 * close frame, queued behind the data the app had written, went out and the
+	 * client answered; an event stream's end was written. Or they had
+	 * `UPGRADE_CLOSE_WAIT_MS`: what is left is destroyed (counted as cut).
+	 * Until then the connections are not closed and the process does not exit,
+	 * which would cut them mid-frame (1006) or mid-event.
+	 */
+	private longLivedSettled(): boolean {
+		const {upgrades, streams} = this.counts;
+		if (upgrades + streams === 0) {
+			return true;
+		}
+
+		if (this.longLivedClosedAt === undefined || this.clock.now() - this.longLivedClosedAt < UPGRADE_CLOSE_WAIT_MS) {
+			return false;
+		}
+
+		this.longLivedCut += upgrades + streams;
+		this.logger.warn({upgrades, streams, waitedMs: UPGRADE_CLOSE_WAIT_MS}, 'long-lived connections did not finish closing in time; destroying them');
+		return true;
 	}
 
 	/** Counts to the host (progress.ts), then every REPORT_INTERVAL_MS. */
@@ -349,7 +378,7 @@ export class ProcessDrain {
 	private closeIfIdle(): void {
 		const {phase} = this;
 		const leaving = phase.name === 'closing' || (phase.name === 'retiring' && !phase.lingering);
-		if (leaving && this.inflight === 0) {
+		if (leaving && this.inflight === 0 && this.longLivedSettled()) {
 			// Whatever is still connected has no request in flight: an idle
 			// keep-alive socket that went idle after `close()`, or a client that
 			// never finished sending its headers (slowloris). Neither may hold the

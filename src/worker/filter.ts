@@ -49,7 +49,11 @@ export interface FilterOptions {
 	readonly readiness?: Readiness | undefined;
 	/** Called when a request is rejected; for logging. Unset, a rejection costs no call. */
 	readonly onReject?: ((request: RejectedRequest) => void) | undefined;
-	/** Called when the last in-flight request of this server finishes during a drain. */
+	/**
+	 * Called during a drain when the last in-flight request of this server
+	 * finishes, or a long-lived connection it closed has finished closing: the
+	 * drain looks again whether it can move on.
+	 */
 	readonly onIdle: () => void;
 }
 

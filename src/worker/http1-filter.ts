@@ -52,7 +52,7 @@ export class RequestFilter implements ServerFilter {
 	 */
 	private readonly ledger: Ledger<ServerResponse>;
 	private readonly probes: Probes;
-	private readonly upgraded = new Upgrades();
+	private readonly upgraded: Upgrades;
 	private readonly rejectHeaders: string[];
 	private readonly eventStreamHeaders: string[];
 	private readonly eventStreamBody: Buffer;
@@ -74,6 +74,7 @@ export class RequestFilter implements ServerFilter {
 	constructor(readonly server: Server, private readonly options: FilterOptions) {
 		claimServer(server);
 		this.ledger = new Ledger(options.onIdle);
+		this.upgraded = new Upgrades(options.onIdle);
 		this.probes = new Probes(options);
 		this.rejectHeaders = [
 			'Connection', 'close',

@@ -47,8 +47,11 @@ export class Ledger<T extends Closable> {
 	/** Entries sorted out of `open` as event streams, still open. */
 	private readonly eventStreams = new Set<T>();
 
-	/** `onIdle`: the last entry in flight closed during a drain. */
-	constructor(onIdle: () => void) {
+	/**
+	 * `onIdle`: the last entry in flight closed during a drain, or an event
+	 * stream closed then (the drain waits for the ones it ended to finish).
+	 */
+	constructor(private readonly onIdle: () => void) {
 		const ledger = this;
 		this.onClose = function (this: T) {
 			if (ledger.forget(this) && ledger.draining) {
@@ -103,6 +106,9 @@ export class Ledger<T extends Closable> {
 				this.eventStreams.add(entry);
 				entry.once('close', () => {
 					this.eventStreams.delete(entry);
+					if (this.draining && this.open.length === 0) {
+						this.onIdle();
+					}
 				});
 			}
 		}

@@ -124,6 +124,11 @@ export function ignoreError(): void {}
 export class Upgrades {
 	private readonly open = new Map<Socket, boolean>();
 
+	/** `onClosed`: one closed after `close()` (the drain waits for them to finish closing). */
+	constructor(private readonly onClosed: () => void) {}
+
+	private closing = false;
+
 	get size(): number {
 		return this.open.size;
 	}
@@ -134,6 +139,9 @@ export class Upgrades {
 		this.open.set(socket, upgrade !== undefined && upgrade.toLowerCase() === 'websocket');
 		socket.once('close', () => {
 			this.open.delete(socket);
+			if (this.closing) {
+				this.onClosed();
+			}
 		});
 	}
 
@@ -144,6 +152,7 @@ export class Upgrades {
 	 * Returns how many there were.
 	 */
 	close(reason: DrainReason): number {
+		this.closing = true;
 		const count = this.open.size;
 		const closing: Socket[] = [];
 		for (const [socket, webSocket] of this.open) {

@@ -19,8 +19,10 @@ export class DrainProgress {
 	/** Tells `host` the counts, if one changed since it was last told. */
 	report(host: {progress(counts: Counts): void} | undefined): void {
 		const counts = copyCounts(this.counts());
-		// Rejections too: in an idle reject phase they are the only thing that moves.
-		const key = `${counts.inflight} ${counts.upgrades} ${counts.streams} ${counts.rejected}`;
+		// Rejections and responses served too: in an idle reject phase, or a busy
+		// serve phase at a steady count, they are what moves, and a worker killed
+		// later is judged by its last report.
+		const key = `${counts.inflight} ${counts.upgrades} ${counts.streams} ${counts.rejected} ${counts.served}`;
 		if (key !== this.last) {
 			this.last = key;
 			host?.progress(counts);

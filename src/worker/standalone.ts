@@ -98,6 +98,8 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 
 			logger.warn({signal, inflight: drain.inflight}, 'second signal during the drain; exiting now');
 			reported = true;
+			const {inflight} = drain.counts;
+			logger.error({...drain.summary(), inflight, responsesCut: inflight, outcome: 'forced', exitCode: ExitCode.SECOND_SIGNAL}, 'drain finished');
 			process.exit(ExitCode.SECOND_SIGNAL);
 		}
 

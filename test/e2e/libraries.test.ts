@@ -283,3 +283,63 @@ test('a --require preload\'s SIGTERM listener (an APM agent\'s) is held too: the
 	t.is(cleanupDone(proc).length, 1);
 	t.like(drainFinished(proc), {outcome: 'clean', hooksFailed: 0, workersLost: 0});
 });
+
+test('busy WebSockets and event streams at the reject phase\'s end: the close frame and the end go out behind the queued data, 1001 and clean ends, none cut', async t => {
+	const {WebSocket} = await import('ws');
+	const http = await import('node:http');
+	const proc = await startApp(t, 'busy-long-lived', {workers: 1, options: ['--reject-period', '800ms']});
+	const sockets = Array.from({length: 3}, () => new WebSocket(`ws://127.0.0.1:${proc.port}/ws`));
+	t.teardown(() => {
+		for (const socket of sockets) {
+			socket.terminate();
+		}
+	});
+	const codes = sockets.map(async socket => new Promise<number>(resolve => {
+		socket.on('error', () => undefined);
+		socket.on('close', code => {
+			resolve(code);
+		});
+	}));
+	const streams = [1, 2].map(async () => new Promise<{complete: boolean; bytes: number}>(resolve => {
+		http.get(url(proc.port, '/events'), response => {
+			let bytes = 0;
+			let tail = '';
+			response.on('data', (chunk: Buffer) => {
+				bytes += chunk.length;
+				tail = (tail + chunk.toString('latin1')).slice(-4);
+			});
+			response.on('end', () => {
+				resolve({complete: response.complete && tail.endsWith('\n\n'), bytes});
+			});
+			response.on('aborted', () => {
+				resolve({complete: false, bytes});
+			});
+		});
+	}));
+	await proc.waitForLog('fixture ws opened', {count: 3});
+	await proc.waitForLog('fixture stream opened', {count: 2});
+	proc.kill('SIGTERM');
+	t.deepEqual(await Promise.all(codes), [1001, 1001, 1001], 'a close frame each, never 1006');
+	for (const stream of await Promise.all(streams)) {
+		t.true(stream.complete, `a whole stream, ended on an event boundary (${stream.bytes} bytes)`);
+	}
+
+	t.like(await proc.exitWithin(15_000), {code: 0}, proc.text().slice(-3000));
+	t.like(drainFinished(proc), {outcome: 'clean', closedLongLived: 5, longLivedCut: 0});
+});
+
+test('WebSockets closed by the drain, then a hook that ends the worker itself: the summary still counts them', async t => {
+	const {WebSocket} = await import('ws');
+	const proc = await startApp(t, 'busy-long-lived', {workers: 1, options: ['--reject-period', '500ms']});
+	const sockets = Array.from({length: 2}, () => new WebSocket(`ws://127.0.0.1:${proc.port}/ws`));
+	t.teardown(() => {
+		for (const socket of sockets) {
+			socket.terminate();
+		}
+	});
+	await proc.waitForLog('fixture ws opened', {count: 2});
+	// SIGINT: the fixture's own listener for it ends the process (process.exit(0)).
+	proc.kill('SIGINT');
+	t.like(await proc.exitWithin(15_000), {code: 0}, proc.text().slice(-3000));
+	t.like(drainFinished(proc), {closedLongLived: 2, longLivedCut: 0});
+});

@@ -59,6 +59,7 @@ test('standalone: a second Ctrl-C exits at once with code 4; the deadline exits 
 	await impatient.waitForLog('rejected requests while draining');
 	impatient.kill('SIGINT');
 	t.is((await impatient.exited).code, 4);
+	t.like(impatient.lines.find(line => line.msg === 'drain finished'), {outcome: 'forced', exitCode: 4, rejected: 1}, 'the summary is there too');
 
 	const stuck = start(t, [fixture('app.mjs')], {plainNode: true, env: {GRACEFUL_CLUSTER_REJECT_PERIOD: '200ms', GRACEFUL_CLUSTER_GRACE_PERIOD: '1s'}});
 	const {port} = await stuck.waitForLog('fixture listening') as {port: number};

@@ -489,3 +489,27 @@ test('exitReason: a retired worker that crashes is a crash, one killed at the de
 	t.is(exitReason(gone({name: 'killed', reason: 'hung', before: {name: 'listening', role: 'member', attached: true, addresses: []}}, null, 'SIGKILL')), 'hung');
 	t.is(exitReason(gone({name: 'killed', reason: 'listen-timeout', before: {name: 'starting', role: 'member', attached: false}}, null, 'SIGKILL')), 'start-failed');
 });
+
+test('drain: a worker killed before it ever reported (its loop blocked before it read the drain): responsesCut counts its last heartbeat\'s requests', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	a!.beat({inflight: 2});
+	p.edges.signal('SIGTERM');
+	p.clock.advance(TIMELINE.gracePeriodMs);
+	a!.exit(null, 'SIGKILL');
+	t.is(await p.done, ExitCode.DEADLINE);
+	t.like(p.line('drain finished'), {responsesCut: 2, lost: [{worker: a!.id, inflight: 2, killedFor: 'deadline'}]});
+	t.like(p.line('killing worker'), {inflight: 2});
+});
+
+test('drain: long-lived connections the workers closed, and those they had to destroy, are summed from their last reports', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'inflight', inflight: 0, served: 1, rejected: 0, upgrades: 0, streams: 0, closedLongLived: 3, longLivedCut: 1});
+	// A hook of a's ends the worker itself: no drained message, the counts stay.
+	a!.say({type: 'hooks', served: 1, rejected: 0, closedLongLived: 3, longLivedCut: 1}).exit(0);
+	b!.drained().exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {closedLongLived: 3, longLivedCut: 1, served: 1});
+});

@@ -84,7 +84,7 @@ test('serve -> reject -> closing -> hooks -> done, each at its moment', async t 
 	t.deepEqual(order, ['hook at 3000 in hooks']);
 	await r.whenFinished;
 	t.is(r.drain.phaseName, 'done');
-	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, rejected: 0, closedLongLived: 0, hooksFailed: 0}]);
+	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, rejected: 0, closedLongLived: 0, longLivedCut: 0, hooksFailed: 0}]);
 	t.is(r.clock.waiting, 0, 'every timer cleared');
 	t.deepEqual(r.messages().filter(message => message !== 'rejected requests while draining'), ['drain started', 'rejecting new requests', 'stopped listening; waiting for requests in flight', 'running shutdown hooks']);
 	t.like(r.lines[0], {servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: 10_000});
@@ -145,7 +145,7 @@ test('retiring: stops listening at once, leaves when idle and the linger is over
 	t.is(r.drain.phaseName, 'retiring');
 	r.clock.advance(1);
 	t.is(r.drain.phaseName, 'done', 'no hooks: over at once');
-	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, rejected: 0, closedLongLived: 0, hooksFailed: 0}]);
+	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, rejected: 0, closedLongLived: 0, longLivedCut: 0, hooksFailed: 0}]);
 });
 
 test('a server attached in the middle of a drain joins in the current phase', async t => {
@@ -376,6 +376,33 @@ test('an event stream left open never holds the drain: closed when the reject ph
 	r.clock.advance(1000);
 	t.is(await ended, 'data: 1\n\n', 'ended cleanly: EventSource reconnects');
 	await r.whenFinished;
-	t.like(r.finished[0], {closedLongLived: 1});
+	t.like(r.finished[0], {closedLongLived: 1, longLivedCut: 0});
 	t.like(r.lines.find(line => String(line.msg).startsWith('closed the long-lived connections still open')), {streams: 1, upgrades: 0, reason: 'shutdown'});
+});
+
+test('a report goes out when only the served count moved: a worker killed later is judged by it', async t => {
+	const r = await rig(t, {listen: true});
+	const served: number[] = [];
+	r.drain.setHost({
+		progress(counts) {
+			served.push(counts.served);
+		},
+		hooksStarting(_counts, proceed) {
+			proceed();
+		},
+		finish() {},
+	});
+	const first = client(`http://127.0.0.1:${r.port}/first`);
+	await pEvent(r.server, 'request');
+	r.drain.begin({servePeriodMs: 5000, rejectPeriodMs: 1000, gracePeriodMs: 10_000});
+	t.deepEqual(served, [0]);
+	// Between two reports one request arrives and another finishes: inflight stays 1.
+	const second = client(`http://127.0.0.1:${r.port}/second`);
+	await pEvent(r.server, 'request');
+	r.held[0]!.end('done');
+	await first;
+	r.clock.advance(250);
+	t.deepEqual(served, [0, 1], 'reported though inflight did not change');
+	r.held[1]!.end('done');
+	await second;
 });
