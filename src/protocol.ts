@@ -42,6 +42,29 @@ export interface RetireMessage {
 /** Worker -> primary: the app called `attach()`, so this worker drains itself. */
 export interface AttachedMessage {
 	readonly type: 'attached';
+	/**
+	 * True from a reload's or a recycle's replacement (worker/warmup.ts): it
+	 * takes no connections until its readiness checks pass, and says so with a
+	 * `ready` message; the old worker retires only then. Absent from an older
+	 * helper, and from any other worker: listening is enough.
+	 */
+	readonly warming?: boolean;
+}
+
+/**
+ * Worker -> primary, from a warming replacement: its readiness checks failed.
+ * Sent when the failures change, so that the primary can name them if the
+ * worker is not ready in time.
+ */
+export interface NotReadyMessage {
+	readonly type: 'not-ready';
+	/** `name: why`, one per failing check (readiness.ts). */
+	readonly failures: readonly string[];
+}
+
+/** Worker -> primary, from a warming replacement: every readiness check passed; it takes connections now. */
+export interface ReadyMessage {
+	readonly type: 'ready';
 }
 
 /**
@@ -157,12 +180,12 @@ export interface MetricsMessage {
 /** The drain or retire instruction: the primary's "leave". */
 export type LeaveMessage = DrainMessage | RetireMessage;
 export type ToWorker = LeaveMessage | MetricsRequestMessage;
-export type ToPrimary = AttachedMessage | CoversMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
+export type ToPrimary = AttachedMessage | NotReadyMessage | ReadyMessage | CoversMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
 
 /** Every message type, by direction: a type left out of these is a compile error. */
 const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true};
-const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, covers: true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
+const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, 'not-ready': true, ready: true, covers: true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
 /** What a worker accepts from the primary, and the primary from a worker (`parseMessage`'s `accept`). */
 export const TO_WORKER = Object.keys(TO_WORKER_TYPES) as ReadonlyArray<ToWorker['type']>;
 export const TO_PRIMARY = Object.keys(TO_PRIMARY_TYPES) as ReadonlyArray<ToPrimary['type']>;
@@ -177,14 +200,18 @@ export type Parsed<T> =
 	| {readonly kind: 'invalid'; readonly reason: string};
 
 /** A field's kind; `?`: it may be absent (added later: the other side may be an older copy). */
-type FieldKind = 'count' | 'text' | 'metrics' | 'count?' | 'signal?';
+type FieldKind = 'count' | 'text' | 'texts' | 'metrics' | 'count?' | 'signal?' | 'flag?';
+/** The most `texts` one message may carry: failing readiness checks. */
+export const MAX_TEXTS = 32;
 const SIGNAL = /^SIG[A-Z0-9]{2,10}$/;
 
 const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; readonly expected: string}> = {
 	count: {test: value => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0, expected: 'a non-negative integer'},
 	text: {test: value => typeof value === 'string' && value.length <= 4096, expected: 'a string of at most 4096 characters'},
+	texts: {test: value => Array.isArray(value) && value.length <= MAX_TEXTS && value.every(item => CHECKS.text.test(item)), expected: `an array of at most ${MAX_TEXTS} strings`},
 	metrics: {test: isMetricsJson, expected: `prom-client's getMetricsAsJSON() result (at most ${MAX_METRICS} metrics, ${MAX_METRIC_VALUES} values)`},
 	'count?': {test: value => value === undefined || CHECKS.count.test(value), expected: 'absent or a non-negative integer'},
+	'flag?': {test: value => value === undefined || typeof value === 'boolean', expected: 'absent or a boolean'},
 	'signal?': {test: value => value === undefined || (typeof value === 'string' && SIGNAL.test(value)), expected: 'absent or a signal name'},
 };
 
@@ -192,7 +219,9 @@ const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; rea
 const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	drain: {servePeriodMs: 'count', rejectPeriodMs: 'count', gracePeriodMs: 'count', signal: 'signal?'},
 	retire: {lingerMs: 'count', signal: 'signal?'},
-	attached: {},
+	attached: {warming: 'flag?'},
+	'not-ready': {failures: 'texts'},
+	ready: {},
 	covers: {address: 'text'},
 	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?'} satisfies Record<keyof (Counts & LongLivedEnds), FieldKind>,
 	hooks: {served: 'count', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?'},

@@ -6,6 +6,7 @@
  *   the worker settings  settings.ts' own variables; read back by `workerSettingsFromEnv`
  *   the log level        GRACEFUL_CLUSTER_LOG_LEVEL
  *   the heartbeat        GRACEFUL_CLUSTER_WORKER_TIMEOUT, GRACEFUL_CLUSTER_HUNG_STACK
+ *   the worker's role    GRACEFUL_CLUSTER_REPLACEMENT, set for one fork only (`replacementEnv`)
  *
  * Each goes under its option's own variable and in the option's own syntax, so
  * a graceful-cluster CLI the app starts itself reads them as valid options. The
@@ -21,7 +22,15 @@ export const WORKER_ENV = {
 	logLevel: envName('log-level'),
 	workerTimeout: envName('worker-timeout'),
 	hungStack: envName('hung-stack'),
+	/** Not an option: `on` in a reload's or a recycle's replacement (worker/warmup.ts). */
+	replacement: 'GRACEFUL_CLUSTER_REPLACEMENT',
 } as const;
+
+/**
+ * What a replacement is forked with beside `workerEnv()`: it warms up before
+ * it takes connections (worker/warmup.ts). Per fork, so not in `workerEnv()`.
+ */
+export const replacementEnv: Readonly<Record<string, string>> = {[WORKER_ENV.replacement]: 'on'};
 
 /** What the primary tells its workers: a part of its options (primary/options.ts). */
 export interface WorkerEnvOptions {
@@ -47,6 +56,8 @@ export interface WorkerEnv {
 	/** Unchecked: logger.ts' `logLevelFromEnv` names a bad one, where a user wrote it (standalone mode). */
 	readonly logLevel: string;
 	readonly heartbeat: HeartbeatOptions;
+	/** Forked to replace a worker (a reload, a recycle): it warms up first. */
+	readonly replacement: boolean;
 }
 
 export function workerEnv(options: WorkerEnvOptions): Record<string, string> {
@@ -66,5 +77,6 @@ export function readWorkerEnv(env: Record<string, string | undefined>): WorkerEn
 			workerTimeoutMs: parseDuration(env[WORKER_ENV.workerTimeout] ?? '0') ?? 0,
 			captureStack: env[WORKER_ENV.hungStack] === 'on',
 		},
+		replacement: env[WORKER_ENV.replacement] === 'on',
 	};
 }

@@ -7,7 +7,9 @@
  *
  *   forked    a worker was started
  *   listening it listens (the first time)
+ *   address   it listens on an address (each time, the first included)
  *   message   one of our IPC messages from it, already applied to its record
+ *   killed    we sent it SIGKILL
  *   gone      it exited and its channel closed
  */
 import {EventEmitter} from 'node:events';
@@ -18,7 +20,8 @@ import type {Logger} from '../logger.js';
 import {envelope, parseMessage, TO_PRIMARY, type LongLivedEnds, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
-import {isPlaced, uncovered, type InflightReport, type KillReason, type ReplaceReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
+import {replacementEnv} from '../worker-env.js';
+import {isPlaced, roleOf, uncovered, type InflightReport, type KillReason, type ReplaceReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
 
 export interface FleetOptions {
 	readonly script: string;
@@ -34,8 +37,10 @@ export interface FleetOptions {
 export interface FleetEvents {
 	forked: [record: WorkerRecord];
 	listening: [record: WorkerRecord];
+	address: [record: WorkerRecord];
 	message: [record: WorkerRecord, message: ToPrimary];
 	gone: [record: WorkerRecord];
+	killed: [record: WorkerRecord];
 }
 
 const MAX_INVALID_LOGS = 5;
@@ -88,10 +93,24 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	 * the worker wrote before it exited was read long before).
 	 */
 	private readonly handlers: Handlers = {
-		attached(record) {
+		attached(record, message) {
 			const {state} = record;
 			if (isPlaced(state)) {
 				record.state = {...state, attached: true};
+			}
+
+			if (message.warming && roleOf(state) === 'candidate') {
+				record.warmup = {name: 'warming', failures: []};
+			}
+		},
+		'not-ready'(record, message) {
+			if (record.warmup.name === 'warming') {
+				record.warmup = {name: 'warming', failures: message.failures};
+			}
+		},
+		ready: record => {
+			if (record.warmup.name === 'warming') {
+				record.warmup = {name: 'ready', at: this.clock.now()};
 			}
 		},
 		covers(record, message) {
@@ -148,7 +167,8 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	fork(slot: number, role: Role = 'member', startReason: StartReason = 'initial'): WorkerRecord {
-		const handle = this.edges.cluster.fork(this.options.env);
+		// A replacement warms up before it takes connections (worker/warmup.ts).
+		const handle = this.edges.cluster.fork(role === 'candidate' ? {...this.options.env, ...replacementEnv} : this.options.env);
 		const record: WorkerRecord = {
 			id: handle.id,
 			pid: handle.pid,
@@ -162,6 +182,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			health: undefined,
 			covered: new Set(),
 			hooksFailed: [],
+			warmup: {name: 'none'},
 		};
 		this.records.set(record.id, record);
 		this.forwardOutput(record);
@@ -191,6 +212,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 
 		if (state.name !== 'killed') {
 			record.state = {name: 'killed', reason, before: state};
+			this.emit('killed', record);
 		}
 
 		record.handle.kill('SIGKILL');
@@ -240,6 +262,27 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		}
 
 		return record.state.name === 'listening';
+	}
+
+	/**
+	 * Resolves true once a replacement may take over: it listens on every one of
+	 * `addresses` (the old worker's) and, if it warms up, its readiness checks
+	 * passed; false if it stops running first (gone, killed, drained).
+	 */
+	async ready(record: WorkerRecord, addresses: readonly string[]): Promise<boolean> {
+		for (;;) {
+			const {state} = record;
+			if (state.name !== 'starting' && state.name !== 'listening') {
+				return false;
+			}
+
+			if (state.name === 'listening' && addresses.every(address => state.addresses.includes(address)) && record.warmup.name !== 'warming') {
+				return true;
+			}
+
+			// eslint-disable-next-line no-await-in-loop
+			await pEvent(this, ['address', 'message', 'gone', 'killed'], {filter: (other: unknown) => other === record, rejectionEvents: []});
+		}
 	}
 
 	/** The cluster has stopped: nothing of the fleet's may fire any more. */
@@ -301,6 +344,8 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			if (state.name === 'starting') {
 				this.emit('listening', record);
 			}
+
+			this.emit('address', record);
 		});
 		handle.on('message', (raw: unknown) => {
 			this.onMessage(record, raw);

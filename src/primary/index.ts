@@ -127,6 +127,7 @@ export class Primary {
 			timers: this.retireDeadlines,
 			lingerMs: RETIRE_LINGER_MS,
 			deadlineMs: options.settings.gracePeriodMs,
+			listenTimeoutMs: options.listenTimeoutMs,
 			shutdown: this.shutdown.signal,
 		});
 		this.watchdog = new Watchdog(this.fleet, options, this.timers, logger);

@@ -131,7 +131,14 @@ export class Recycler {
 		}, 'recycling worker: a new one starts, then this one retires');
 		void this.replacer.replace(record, reason).then(result => {
 			if (result.kind === 'failed') {
-				this.logger.error({worker: record.id, reason, newWorker: result.candidate.id, stderr: result.candidate.stderr.text}, 'recycling failed: the new worker did not start; the old one keeps serving');
+				const {candidate, failingChecks} = result;
+				this.logger.error({
+					worker: record.id,
+					reason,
+					newWorker: candidate.id,
+					...(failingChecks && failingChecks.length > 0 ? {failingChecks} : {}),
+					stderr: candidate.stderr.text,
+				}, 'recycling failed: the new worker did not start or was not ready in time; the old one keeps serving');
 			}
 
 			if (result.kind !== 'replaced' && this.members.has(record)) {

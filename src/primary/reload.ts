@@ -2,21 +2,25 @@
  * Replacing workers without dropping a request, for a reload (SIGHUP) and for
  * recycling (recycle.ts: memory, requests).
  *
- * `Replacer.replace(record, reason)` replaces one slot's worker: a new worker
- * must listen before the old one retires, so capacity never drops (pm2#3078,
- * #1875), and the old one stops accepting at once instead of sharing new
- * connections while it drains (pm2#5043). At most one replacement per slot runs
- * at a time.
+ * `Replacer.replace(record, reason)` replaces one slot's worker. The new worker
+ * must be ready before the old one retires, so capacity never drops (pm2#3078,
+ * #1875): it listens on every address the old one did and, if the app gave
+ * readiness checks, they pass (it warms up taking no connections,
+ * worker/warmup.ts), all within `--listen-timeout`. Then the old one stops
+ * accepting at once instead of sharing new connections while it drains
+ * (pm2#5043). A new worker that is not ready in time is killed and the old one
+ * keeps serving. At most one replacement per slot runs at a time.
  *
- * `reload()` replaces every serving member that way, one slot at a time. A
- * replacement that fails to start ends the reload and the old workers keep
- * serving. A drain aborts it (the drain takes every worker, old and new).
+ * `reload()` replaces every member that way, one slot at a time, a member still
+ * starting included (once it listens: it may be loading the old release). A
+ * replacement that fails ends the reload and the old workers keep serving. A
+ * drain aborts it (the drain takes every worker, old and new).
  */
-import type {TimerGroup} from '../clock.js';
+import {withTimeout, type TimerGroup} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {Fleet} from './fleet.js';
 import type {Supervisor} from './supervisor.js';
-import {isGone, isServingMember, killReason, type ReplaceReason, type WorkerRecord} from './worker-record.js';
+import {isGone, isServingMember, killReason, placeOf, roleOf, type ReplaceReason, type WorkerRecord} from './worker-record.js';
 
 export type {ReplaceReason} from './worker-record.js';
 
@@ -33,6 +37,8 @@ export interface ReplacerOptions {
 	readonly lingerMs: number;
 	/** A retired worker still running after this is killed. */
 	readonly deadlineMs: number;
+	/** A new worker not ready this long after its fork is killed; 0: wait forever. */
+	readonly listenTimeoutMs: number;
 	/**
 	 * Aborted when the cluster begins to shut down (a drain, a give-up): a
 	 * replacement still starting then completes nothing (no promote, no retire);
@@ -43,13 +49,15 @@ export interface ReplacerOptions {
 
 /**
  * `replaced`: the new worker serves, the old one retires (or had crashed).
- * `failed`: the new worker did not start; the old one keeps serving.
+ * `failed`: the new worker did not start, or was not ready in time (then
+ * `failingChecks` are the readiness checks it last said failed); the old one
+ * keeps serving.
  * `abandoned`: the cluster began shutting down meanwhile.
  * `busy`: the slot is already being replaced; nothing was done.
  */
 export type ReplaceResult =
 	| {readonly kind: 'replaced'}
-	| {readonly kind: 'failed'; readonly candidate: WorkerRecord}
+	| {readonly kind: 'failed'; readonly candidate: WorkerRecord; readonly failingChecks?: readonly string[]}
 	| {readonly kind: 'abandoned'}
 	| {readonly kind: 'busy'};
 
@@ -76,21 +84,23 @@ export class Replacer {
 
 		this.busy.add(record.slot);
 		try {
+			const place = placeOf(record.state);
+			const addresses = place.name === 'listening' ? place.addresses : [];
 			const candidate = fleet.fork(record.slot, 'candidate', reason);
-			const listening = await fleet.started(candidate);
+			const ready = await this.ready(candidate, addresses);
 			if (signal?.aborted || this.options.shutdown.aborted) {
 				return {kind: 'abandoned'};
 			}
 
 			// The old worker may have crashed while its replacement started.
 			const oldCrashed = isGone(record) || killReason(record.state) !== undefined;
-			if (!listening) {
+			if (ready !== true) {
 				if (oldCrashed) {
 					// Its restart was left to the candidate, which failed.
 					supervisor.restartSlot(record.slot);
 				}
 
-				return {kind: 'failed', candidate};
+				return {kind: 'failed', candidate, ...(ready === false ? {} : {failingChecks: ready.failingChecks})};
 			}
 
 			fleet.promote(candidate);
@@ -98,11 +108,55 @@ export class Replacer {
 				this.retire(record, reason, by);
 			}
 
-			logger.info({slot: record.slot, worker: candidate.id, replaced: record.id, reason}, 'worker replaced');
+			const {warmup} = candidate;
+			logger.info({
+				slot: record.slot,
+				worker: candidate.id,
+				replaced: record.id,
+				reason,
+				readyAfterMs: Math.round(this.options.timers.clock.now() - candidate.startedAt),
+				...(warmup.name === 'ready' ? {warmedUp: true} : {}),
+			}, 'worker replaced');
 			return {kind: 'replaced'};
 		} finally {
 			this.busy.delete(record.slot);
 		}
+	}
+
+	/**
+	 * True once the candidate may take over (fleet.ts `ready`); false if it
+	 * stopped first; its failing checks if it was not ready within the listen
+	 * timeout, after which it is killed. Still starting then, the supervisor's
+	 * own listen timeout kills it.
+	 */
+	private async ready(candidate: WorkerRecord, addresses: readonly string[]): Promise<true | false | {readonly failingChecks: readonly string[]}> {
+		const {fleet, logger, listenTimeoutMs, timers} = this.options;
+		const ready = fleet.ready(candidate, addresses);
+		if (listenTimeoutMs === 0) {
+			return ready;
+		}
+
+		const outcome = await withTimeout<boolean | 'late'>(ready, Math.max(0, listenTimeoutMs - (timers.clock.now() - candidate.startedAt)), () => 'late' as const, timers.clock);
+		if (outcome !== 'late') {
+			return outcome;
+		}
+
+		const {state, warmup} = candidate;
+		const failingChecks = warmup.name === 'warming' ? warmup.failures : [];
+		// A drain that began meanwhile has the candidate draining: the drain's deadline is its own.
+		if (state.name === 'listening' && !this.options.shutdown.aborted) {
+			const missing = addresses.filter(address => !state.addresses.includes(address));
+			logger.error({
+				worker: candidate.id,
+				workerPid: candidate.pid,
+				listenTimeoutMs,
+				...(warmup.name === 'warming' ? {failingChecks} : {}),
+				...(missing.length > 0 ? {notListeningOn: missing} : {}),
+			}, 'new worker not ready in time; killing it');
+			fleet.kill(candidate, 'listen-timeout');
+		}
+
+		return {failingChecks};
 	}
 
 	private retire(record: WorkerRecord, reason: ReplaceReason, by: NodeJS.Signals | undefined): void {
@@ -134,12 +188,26 @@ export type ReloadResult = {readonly kind: 'finished' | 'failed' | 'abandoned'; 
 
 export async function reload({fleet, replacer, logger, timers, signal, by}: ReloadOptions): Promise<ReloadResult> {
 	const startedAt = timers.clock.now();
-	const old = fleet.alive.filter(record => isServingMember(record)).sort((a, b) => a.slot - b.slot);
+	// Members still starting too: forked before the signal, they may be loading the old release.
+	const old = fleet.alive.filter(record => roleOf(record.state) === 'member' && (record.state.name === 'listening' || record.state.name === 'starting')).sort((a, b) => a.slot - b.slot);
 	logger.info({signal: by, workers: old.length}, 'reload started');
 	let replaced = 0;
+	const finish = (kind: ReloadResult['kind']): ReloadResult => ({kind, replaced});
+	/** Old workers still serving: a failed reload keeps them. */
+	const kept = (): number => old.filter(record => isServingMember(record)).length;
 	for (const record of old) {
-		if (isGone(record)) {
-			// Crashed meanwhile: its own restart fills the slot.
+		// A member still starting is replaced once it listens; one that never does is the supervisor's to restart.
+		// eslint-disable-next-line no-await-in-loop
+		if (record.state.name === 'starting' && !(await fleet.started(record))) {
+			continue;
+		}
+
+		if (signal.aborted) {
+			break;
+		}
+
+		if (!isServingMember(record)) {
+			// Crashed meanwhile: its own restart fills the slot, with what the link points at now.
 			continue;
 		}
 
@@ -156,19 +224,32 @@ export async function reload({fleet, replacer, logger, timers, signal, by}: Relo
 		}
 
 		if (result.kind === 'abandoned' || signal.aborted) {
-			logger.info({replaced}, 'reload abandoned: the cluster is shutting down');
-			return {kind: 'abandoned', replaced};
+			break;
 		}
 
 		if (result.kind === 'failed') {
-			const {candidate} = result;
-			logger.error({replaced, worker: candidate.id, killedFor: killReason(candidate.state), stderr: candidate.stderr.text}, 'reload failed: a new worker did not start; the old workers keep serving');
-			return {kind: 'failed', replaced};
+			const {candidate, failingChecks} = result;
+			logger.error({
+				signal: by,
+				slot: record.slot,
+				replaced,
+				kept: kept(),
+				worker: candidate.id,
+				killedFor: killReason(candidate.state),
+				...(failingChecks && failingChecks.length > 0 ? {failingChecks} : {}),
+				stderr: candidate.stderr.text,
+			}, 'reload failed: a new worker did not start or was not ready in time; the old workers keep serving');
+			return finish('failed');
 		}
 
 		replaced++;
 	}
 
-	logger.info({replaced, durationMs: Math.round(timers.clock.now() - startedAt)}, 'reload finished');
-	return {kind: 'finished', replaced};
+	if (signal.aborted) {
+		logger.info({signal: by, replaced}, 'reload abandoned: the cluster is shutting down');
+		return finish('abandoned');
+	}
+
+	logger.info({signal: by, replaced, kept: kept(), durationMs: Math.round(timers.clock.now() - startedAt)}, 'reload finished');
+	return finish('finished');
 }

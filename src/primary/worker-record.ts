@@ -83,6 +83,17 @@ export interface InflightReport extends Counts {
 	readonly longLivedCut: number;
 }
 
+/**
+ * A replacement's warm-up as it reported it (worker/warmup.ts): `none` for a
+ * worker that does not warm up (not a replacement, no attach(), an older
+ * helper), for which listening is enough; `warming` with the checks that
+ * failed last (none yet at first); `ready`.
+ */
+export type Warmup =
+	| {readonly name: 'none'}
+	| {readonly name: 'warming'; readonly failures: readonly string[]}
+	| {readonly name: 'ready'; readonly at: number};
+
 export interface WorkerRecord {
 	readonly id: number;
 	readonly pid: number;
@@ -102,6 +113,7 @@ export interface WorkerRecord {
 	readonly covered: Set<string>;
 	/** Its shutdown hooks and app signal listeners that threw or rejected, by name, as it reported them. */
 	readonly hooksFailed: string[];
+	warmup: Warmup;
 }
 
 /** The part of a logged address that a worker's attached server reports: the port, or a socket's path. */

@@ -14,8 +14,10 @@ import {sendFinalMetrics} from './metrics.js';
 import {appShutdown} from './app-shutdown.js';
 import {getSignalListeners} from './signal-listeners.js';
 import {flushOutput} from './stdio.js';
+import type {Warmup} from './warmup.js';
 
-export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger): void {
+/** `warmup`: this worker replaces another, and takes connections once ready (warmup.ts). */
+export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger, warmup?: Warmup): void {
 	// The bootstrap holds the app's signal listeners; they run after our hooks now.
 	const held = getSignalListeners();
 	if (held) {
@@ -63,8 +65,9 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 		},
 	});
 	channel.stats = () => ({requests: drain.requests, inflight: drain.inflight});
-	channel.send({type: 'attached'});
+	channel.send({type: 'attached', ...(warmup ? {warming: true} : {})});
 	const start = ({message, receivedAt}: ReceivedDrain): void => {
+		warmup?.stop();
 		if (message.type === 'drain') {
 			// The message's timeline counts from when the bootstrap read it.
 			drain.begin(remaining(message, performance.now() - receivedAt), leaveSignal(message, held?.received));

@@ -10,12 +10,12 @@ import type {WorkerSettings} from '../settings.js';
 import {drainableKind, type DrainableServer, type FilterOptions, type ServerFilter} from './filter.js';
 import {RequestFilter} from './http1-filter.js';
 import {Http2Filter, type Http2AnyServer} from './http2-filter.js';
-import type {Readiness} from './readiness.js';
+import type {ReadinessProbe} from './readiness.js';
 
 export interface FilterWiring {
 	readonly logger: Logger;
 	/** The app's readiness checks, run by the readiness probe while serving. */
-	readonly readiness?: Readiness | undefined;
+	readonly readiness?: ReadinessProbe | undefined;
 	/** The last request in flight of this server finished during a drain. */
 	readonly onIdle: () => void;
 }

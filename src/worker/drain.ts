@@ -30,7 +30,7 @@ import type {AppShutdown, AppShutdownEnd} from './app-shutdown.js';
 import {namedHooks, runHooks, type ShutdownHook} from './hooks.js';
 import {closeLongLivedOf, DrainNotices, UPGRADE_CLOSE_WAIT_MS, type DrainListener} from './long-lived.js';
 import {DrainProgress, REPORT_INTERVAL_MS, SUMMARY_INTERVAL_MS} from './progress.js';
-import type {Readiness} from './readiness.js';
+import type {ReadinessProbe} from './readiness.js';
 
 export type {DrainSummary} from '../protocol.js';
 
@@ -129,7 +129,7 @@ export class ProcessDrain {
 	}
 
 	/** Filters `server`; `readiness`: the app's readiness checks, run by its readiness probe while serving. */
-	addServer(server: DrainableServer, readiness?: Readiness): ServerFilter {
+	addServer(server: DrainableServer, readiness?: ReadinessProbe): ServerFilter {
 		const filter = createFilter(server, this.settings, {
 			logger: this.logger,
 			readiness,

@@ -13,7 +13,7 @@ import type https from 'node:https';
 import net from 'node:net';
 import type {Counts} from '../counts.js';
 import type {DrainReason, LongLivedClosed} from './long-lived.js';
-import type {Readiness} from './readiness.js';
+import type {ReadinessProbe} from './readiness.js';
 
 /** What a filter does with a new request. Plain numbers: compared on the hot path. */
 export const Mode = {
@@ -46,7 +46,7 @@ export interface FilterOptions {
 	/** Answered 200 until the process exits. `''`: off. */
 	readonly livenessPath: string;
 	/** The app's readiness checks (`attach(server, {readinessChecks})`), run by the readiness probe while serving; absent: ready at once. */
-	readonly readiness?: Readiness | undefined;
+	readonly readiness?: ReadinessProbe | undefined;
 	/** Called when a request is rejected; for logging. Unset, a rejection costs no call. */
 	readonly onReject?: ((request: RejectedRequest) => void) | undefined;
 	/**

@@ -22,6 +22,8 @@ import type {DrainListener} from './long-lived.js';
 import {isMetricsRegistry, shareMetrics, type MetricsRegistry} from './metrics.js';
 import {Readiness, type ReadinessChecks} from './readiness.js';
 import {runStandalone} from './standalone.js';
+import {Warmup} from './warmup.js';
+import {readWorkerEnv} from '../worker-env.js';
 
 import type {PhaseName} from './phase.js';
 export type {PhaseName} from './phase.js';
@@ -83,6 +85,8 @@ export interface GracefulHandle {
 }
 
 let processDrain: ProcessDrain | undefined;
+/** Set in a reload's or a recycle's replacement while it warms up (warmup.ts). */
+let warmup: Warmup | undefined;
 
 function setUp(): ProcessDrain {
 	const channel = getChannel();
@@ -114,7 +118,13 @@ function setUp(): ProcessDrain {
 	if (channel) {
 		const logger = createLogger({role: 'worker', level, workerId: channel.workerId});
 		const drain = new ProcessDrain(settings, logger);
-		joinCluster(drain, channel, logger);
+		if (readWorkerEnv(process.env).replacement) {
+			warmup = new Warmup(message => {
+				channel.send(message);
+			}, logger);
+		}
+
+		joinCluster(drain, channel, logger, warmup);
 		return drain;
 	}
 
@@ -168,7 +178,8 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 
 	// Made first: checks that are not functions throw before the server is filtered.
 	const readiness = options.readinessChecks === undefined ? undefined : new Readiness(options.readinessChecks, workerSettingsFromEnv(process.env).checkTimeoutMs);
-	const filter = drain.addServer(server, readiness);
+	const filter = drain.addServer(server, warmup ? warmup.probeFor(readiness) : readiness);
+	warmup?.add(server, readiness);
 
 	const handle: GracefulHandle = {
 		onShutdown(hook) {

@@ -39,7 +39,13 @@ async function runOne(name: string, check: ReadinessCheck, timeoutMs: number): P
 	return withTimeout(ran, timeoutMs, () => `${name}: timed out after ${timeoutMs} ms`);
 }
 
-export class Readiness {
+/** What a readiness probe runs: the checks (`Readiness`), or a stand-in for them (warmup.ts). */
+export interface ReadinessProbe {
+	/** Undefined when ready, otherwise the 503's body. */
+	probe(): Promise<Buffer | undefined>;
+}
+
+export class Readiness implements ReadinessProbe {
 	private running: Promise<ReadinessResult> | undefined;
 
 	constructor(private readonly checks: ReadinessChecks, private readonly timeoutMs: number) {

@@ -62,7 +62,7 @@ test('a replacement that fails to start aborts the reload; the old workers keep 
 	const oldPids = app.lines.filter(line => line.msg === 'worker listening').map(line => Number(line['workerPid']));
 	writeFileSync(flag, 'bad deploy');
 	app.kill('SIGHUP');
-	const failed = await app.waitForLog('reload failed: a new worker did not start; the old workers keep serving');
+	const failed = await app.waitForLog('reload failed: a new worker did not start or was not ready in time; the old workers keep serving');
 	t.regex(JSON.stringify(failed['stderr']), /bad deploy, refusing to start/);
 	t.is(failed['replaced'], 0);
 	const answered = new Set<number>();

@@ -238,7 +238,7 @@ test('recycle: a replacement that fails to start leaves the old one serving, jud
 	a!.beat({requests: 10});
 	p.cluster.workers[1]!.exit(1);
 	await flush();
-	t.truthy(p.line('recycling failed: the new worker did not start; the old one keeps serving'));
+	t.truthy(p.line('recycling failed: the new worker did not start or was not ready in time; the old one keeps serving'));
 	t.deepEqual(a!.received, []);
 	a!.beat({requests: 11});
 	t.is(p.cluster.workers.length, 2, 'cooling');
@@ -253,7 +253,7 @@ test('recycle: each worker draws its own limit in max-requests + 0..jitter', t =
 	const sink = {write() {}};
 	const fleet = new Fleet({script: '/a.js', args: [], execArgv: [], env: {}, logger, stdout: sink, stderr: sink}, edges);
 	const supervisor = new Supervisor(fleet, {count: 3, listenTimeoutMs: 0, maxStartFailures: 3, restartDelayMs: 1, maxRestartDelayMs: 1, backoffResetMs: 1}, edges.clock, logger, () => {});
-	const replacer = new Replacer({fleet, supervisor, logger, timers: new TimerGroup(edges.clock), lingerMs: 0, deadlineMs: 1000, shutdown: new AbortController().signal});
+	const replacer = new Replacer({fleet, supervisor, logger, timers: new TimerGroup(edges.clock), lingerMs: 0, deadlineMs: 1000, listenTimeoutMs: 0, shutdown: new AbortController().signal});
 	const draws = [0, 0.999, 0.5];
 	const recycler = new Recycler(fleet, replacer, {maxMemoryBytes: 0, maxRequests: 1000, maxRequestsJitter: 100}, edges.clock, logger, () => true, () => draws.shift()!);
 	supervisor.start();

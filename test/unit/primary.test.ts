@@ -278,11 +278,102 @@ test('reload: a replacement that fails to start ends it; the old workers keep se
 	p.edges.signal('SIGHUP');
 	p.cluster.workers[2]!.exit(1);
 	await flush();
-	t.truthy(p.line('reload failed: a new worker did not start; the old workers keep serving'));
+	t.truthy(p.line('reload failed: a new worker did not start or was not ready in time; the old workers keep serving'));
 	t.deepEqual([...a!.received, ...b!.received], []);
 	t.is(p.cluster.workers.length, 3, 'a failed candidate is not restarted');
 	p.edges.signal('SIGHUP');
 	t.is(p.cluster.workers.length, 4, 'the cluster runs again: a new SIGHUP reloads');
+});
+
+test('reload: a warming replacement takes over only once ready and listening on every address the old one did', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	a!.listen(9090);
+	p.edges.signal('SIGHUP');
+	const c = p.cluster.workers[1]!;
+	t.is(c.env['GRACEFUL_CLUSTER_REPLACEMENT'], 'on', 'the replacement knows it warms up');
+	t.is(a!.env['GRACEFUL_CLUSTER_REPLACEMENT'], undefined);
+	c.say({type: 'attached', warming: true}).listen().listen(9090);
+	await flush();
+	t.deepEqual(a!.received, [], 'listening is not enough: its readiness checks have not passed');
+	c.say({type: 'not-ready', failures: ['db: Error: ECONNREFUSED']});
+	p.clock.advance(5000);
+	await flush();
+	t.deepEqual(a!.received, []);
+	c.say({type: 'ready'});
+	await flush();
+	t.deepEqual(a!.types, ['retire']);
+	t.like(p.line('worker replaced'), {worker: c.id, replaced: a!.id, warmedUp: true, readyAfterMs: 5000});
+	t.like(p.line('reload finished'), {signal: 'SIGHUP', replaced: 1, kept: 0});
+});
+
+test('reload: a replacement ready but not listening on every old address waits for it', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	a!.listen(9090);
+	p.edges.signal('SIGHUP');
+	const c = p.cluster.workers[1]!;
+	c.say({type: 'attached', warming: true}).say({type: 'ready'}).listen();
+	await flush();
+	t.deepEqual(a!.received, [], 'the admin port is not listening yet');
+	c.listen(9090);
+	await flush();
+	t.deepEqual(a!.types, ['retire']);
+});
+
+test('reload: a replacement not ready within --listen-timeout is killed, named with its failing checks; the old worker keeps serving', async t => {
+	const p = primary({workers: 1, listenTimeoutMs: 10_000});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGUSR2');
+	const c = p.cluster.workers[1]!;
+	c.say({type: 'attached', warming: true}).listen().say({type: 'not-ready', failures: ['warm: Error: cache not loaded']});
+	p.clock.advance(9999);
+	await flush();
+	t.deepEqual(c.signals, []);
+	p.clock.advance(1);
+	await flush();
+	t.deepEqual(c.signals, ['SIGKILL']);
+	t.like(p.line('new worker not ready in time; killing it'), {worker: c.id, failingChecks: ['warm: Error: cache not loaded']});
+	c.exit(null, 'SIGKILL');
+	await flush();
+	t.like(p.line('reload failed: a new worker did not start or was not ready in time; the old workers keep serving'), {
+		signal: 'SIGUSR2', slot: 0, replaced: 0, kept: 1, killedFor: 'listen-timeout', failingChecks: ['warm: Error: cache not loaded'],
+	});
+	t.deepEqual(a!.received, [], 'the old worker was never told to retire');
+	t.is(p.cluster.live.length, 1, 'a failed replacement is not restarted');
+});
+
+test('reload: a worker without the warm-up (no attach(), an older helper) replaces on listening, as before', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGHUP');
+	p.cluster.workers[1]!.attach().listen();
+	await flush();
+	t.deepEqual(a!.types, ['retire']);
+});
+
+test('reload: a member still starting when the signal came is replaced too, once it listens (it may run the old release)', async t => {
+	const p = primary({workers: 2});
+	const [a, b] = p.serveAll();
+	b!.exit(1);
+	p.clock.advance(100);
+	const restarted = p.cluster.workers[2]!;
+	t.is(p.cluster.live.length, 2, 'the crashed member is restarting');
+	p.edges.signal('SIGHUP');
+	t.like(p.line('reload started'), {workers: 2});
+	const c = p.cluster.workers[3]!;
+	c.attach().listen();
+	await flush();
+	t.deepEqual(a!.types, ['retire']);
+	t.is(p.cluster.workers.length, 4, 'no replacement for the starting one before it listens');
+	restarted.attach().listen();
+	await flush();
+	const d = p.cluster.workers[4]!;
+	t.is(d.env['GRACEFUL_CLUSTER_REPLACEMENT'], 'on');
+	d.attach().listen();
+	await flush();
+	t.deepEqual(restarted.types, ['retire']);
+	t.like(p.line('reload finished'), {replaced: 2});
 });
 
 test('reload: SIGHUP while reloading or draining is ignored', async t => {

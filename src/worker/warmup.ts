@@ -1,0 +1,157 @@
+/**
+ * A replacement warming up: the new worker of a reload or a recycle (forked
+ * with `GRACEFUL_CLUSTER_REPLACEMENT=on`, worker-env.ts) takes no connections
+ * until the app's readiness checks pass, and the old worker of its slot keeps
+ * serving until then (primary/reload.ts). A database pool still connecting or
+ * a cache still loading must not see requests, and the pod must stay ready.
+ *
+ *   warming --every check of every attached server passes--> ready
+ *   warming --a drain or a retire--> stopped   (it keeps refusing: the drain stops accepting anyway)
+ *
+ * Keeping connections away: under node:cluster's round-robin (the default
+ * except on Windows) the primary hands each connection to a worker, and a
+ * worker whose server is at its `maxConnections` answers "not accepted", so the
+ * primary hands it to another (lib/internal/cluster/child.js `onconnection`,
+ * round_robin_handle.js `handoff`). A negative limit refuses every one (Node
+ * tests it only for truthiness; 0 would mean "no limit"). While no other
+ * worker is free the primary offers the connection again, so a refused
+ * connection can cost a few IPC round trips; only during the warm-up.
+ * A server with a handle of its own (`listen({exclusive: true})`, or
+ * `NODE_CLUSTER_SCHED_POLICY=none`) would drop refused connections instead:
+ * it is left alone, and takes connections as soon as it listens.
+ *
+ * While warming, the readiness probe answers 200: the probe may reach this
+ * worker only where connections cannot be kept away, and the pod is ready,
+ * its other workers serve.
+ */
+import cluster from 'node:cluster';
+import type net from 'node:net';
+import type {Logger} from '../logger.js';
+import {MAX_TEXTS, type ToPrimary} from '../protocol.js';
+import type {Readiness, ReadinessProbe} from './readiness.js';
+
+/**
+ * How often a warming worker runs its checks: each pass costs the app one run
+ * of every check (a `select 1`), and a ready worker waits at most this long to
+ * say so.
+ */
+export const WARM_POLL_MS = 200;
+
+/** Refuses every connection handed over by the round-robin (see the header). */
+const REFUSE_ALL = -1;
+
+type WarmupState = 'warming' | 'ready' | 'stopped';
+
+/** True when the server's connections come from the primary's round-robin, not a handle of its own. */
+function sharesRoundRobin(server: net.Server): boolean {
+	// The round-robin's stand-in handle is a plain object without a file descriptor.
+	const handle = (server as net.Server & {_handle?: {fd?: unknown} | null})._handle;
+	return handle !== null && handle !== undefined && typeof handle.fd !== 'number';
+}
+
+export class Warmup {
+	private state: WarmupState = 'warming';
+	/** Servers whose `maxConnections` we set, with the app's own value to give back. */
+	private readonly refusing = new Map<net.Server, number | undefined>();
+	private readonly checks: Readiness[] = [];
+	private timer: NodeJS.Timeout | undefined;
+	/** The failures last told to the primary, joined: sent again only when they change. */
+	private told = '';
+
+	constructor(
+		private readonly send: (message: ToPrimary) => void,
+		private readonly logger: Logger,
+		private readonly roundRobin = cluster.schedulingPolicy === cluster.SCHED_RR,
+	) {}
+
+	get warming(): boolean {
+		return this.state === 'warming';
+	}
+
+	/** An attached server: kept from connections until ready; its checks join the warm-up's. */
+	add(server: net.Server, readiness: Readiness | undefined): void {
+		if (this.state !== 'warming') {
+			return;
+		}
+
+		if (readiness) {
+			this.checks.push(readiness);
+		}
+
+		if (this.roundRobin && (!server.listening || sharesRoundRobin(server))) {
+			this.refusing.set(server, server.maxConnections);
+			server.maxConnections = REFUSE_ALL;
+			// An exclusive listen gets a handle of its own: a refusal would drop the connection.
+			server.on('listening', () => {
+				if (!sharesRoundRobin(server)) {
+					this.release(server);
+				}
+			});
+		}
+
+		// On the next turn: servers attached together are checked together.
+		this.timer ??= setTimeout(this.poll, 0).unref();
+	}
+
+	/**
+	 * What the server's readiness probe runs: 200 while warming (the other
+	 * workers serve), then the app's checks.
+	 */
+	probeFor(readiness: Readiness | undefined): ReadinessProbe | undefined {
+		return readiness && {probe: async () => (this.warming ? undefined : readiness.probe())};
+	}
+
+	/** A drain or a retire: no more checks. A server still refusing stays so (the drain closes it). */
+	stop(): void {
+		if (this.state === 'warming') {
+			this.state = 'stopped';
+			clearTimeout(this.timer);
+		}
+	}
+
+	private readonly poll = (): void => {
+		void Promise.all(this.checks.map(async readiness => readiness.run())).then(results => {
+			if (this.state !== 'warming') {
+				return;
+			}
+
+			const failures = results.flatMap(result => result.failures);
+			if (failures.length === 0) {
+				this.ready();
+				return;
+			}
+
+			const text = failures.join('\n');
+			if (text !== this.told) {
+				this.told = text;
+				this.logger.debug({failures}, 'warming up: the readiness checks do not pass yet; the old worker keeps serving');
+				this.send({type: 'not-ready', failures: failures.slice(0, MAX_TEXTS).map(failure => failure.slice(0, 4096))});
+			}
+
+			this.timer = setTimeout(this.poll, WARM_POLL_MS).unref();
+		});
+	};
+
+	private ready(): void {
+		this.state = 'ready';
+		for (const server of [...this.refusing.keys()]) {
+			this.release(server);
+		}
+
+		this.logger.info({checks: this.checks.length}, 'warmed up: the readiness checks pass; taking connections');
+		this.send({type: 'ready'});
+	}
+
+	/** Gives the app's own `maxConnections` back, unless the app set another since. */
+	private release(server: net.Server): void {
+		if (!this.refusing.has(server)) {
+			return;
+		}
+
+		const own = this.refusing.get(server);
+		this.refusing.delete(server);
+		if (server.maxConnections === REFUSE_ALL) {
+			server.maxConnections = own as number;
+		}
+	}
+}
