@@ -22,6 +22,7 @@ import {DEFAULT_PRIMARY_OPTIONS, type PrimaryOptions} from './primary/options.js
 import {formatDuration} from './duration.js';
 import {looksLikeScript, resolveScript} from './script.js';
 import {DEFAULT_SETTINGS, envName, parseDurationSetting, readSettings, SETTING_FLAGS} from './settings.js';
+import {forkCwd, logicalCwd} from './working-directory.js';
 import {
 	MIN_WORKER_TIMEOUT_MS, parseLogFormat, parseLogLevel, parseMetricsAddress, parsePositiveInt, parseSize,
 	parseSwitch, parseWholeNumber, parseWorkerTimeout, VALUE_KINDS, type ValueKind,
@@ -273,7 +274,12 @@ function checkFlagOnlyVariables(): void {
 	}
 }
 
-export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseResult {
+/**
+ * `cwd`: the directory a relative script is found from and the workers start
+ * in; the logical one by default, so both follow a release symlink
+ * (working-directory.ts).
+ */
+export function parseArgs(argv: readonly string[], cwd = logicalCwd()): ParseResult {
 	const scan = scanOptions(argv);
 	let output = '';
 	let parsed: Record<string, unknown>;
@@ -307,6 +313,7 @@ export function parseArgs(argv: readonly string[], cwd = process.cwd()): ParseRe
 	const options: PrimaryOptions = {
 		script: scriptPath,
 		args,
+		cwd: forkCwd(cwd),
 		workers,
 		settings,
 		logLevel,

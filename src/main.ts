@@ -65,6 +65,7 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 	logger.info({
 		script: options.script,
 		args: options.args,
+		cwd: options.cwd ?? process.cwd(),
 		workers: options.workers,
 		workersFrom: workerCount ? workerCount.source : 'flag',
 		...(workerCount?.cpuLimit === undefined ? {} : {cpuLimit: workerCount.cpuLimit}),

@@ -38,6 +38,8 @@ export interface ForkSetup {
 	readonly exec: string;
 	readonly args: readonly string[];
 	readonly execArgv: readonly string[];
+	/** undefined: the primary's own. */
+	readonly cwd?: string | undefined;
 }
 
 export interface ClusterEdge {
@@ -77,10 +79,10 @@ function handle(worker: Worker): WorkerHandle {
 export const realEdges: ProcessEdges = {
 	clock: systemClock,
 	cluster: {
-		setupPrimary({exec, args, execArgv}) {
+		setupPrimary({exec, args, execArgv, cwd}) {
 			// Piped stdio (`silent`): two workers writing at once cannot interleave
 			// half-lines, and the primary keeps a crashing app's last stderr lines.
-			cluster.setupPrimary({exec, args: [...args], execArgv: [...execArgv], silent: true});
+			cluster.setupPrimary({exec, args: [...args], execArgv: [...execArgv], silent: true, cwd});
 		},
 		fork: env => handle(cluster.fork({...env})),
 	},

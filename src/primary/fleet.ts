@@ -26,6 +26,8 @@ import {isPlaced, roleOf, uncovered, type InflightReport, type KillReason, type 
 export interface FleetOptions {
 	readonly script: string;
 	readonly args: readonly string[];
+	/** Where workers start; a path through a symlink is followed anew at each fork. */
+	readonly cwd?: string | undefined;
 	readonly execArgv: readonly string[];
 	readonly env: Readonly<Record<string, string>>;
 	readonly logger: Logger;
@@ -158,7 +160,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		super();
 		this.clock = edges.clock;
 		this.timers = new TimerGroup(edges.clock);
-		edges.cluster.setupPrimary({exec: options.script, args: options.args, execArgv: options.execArgv});
+		edges.cluster.setupPrimary({exec: options.script, args: options.args, execArgv: options.execArgv, cwd: options.cwd});
 	}
 
 	/** Workers not yet gone, in the order they were forked. */

@@ -102,6 +102,7 @@ export class Primary {
 		this.fleet = new Fleet({
 			script: options.script,
 			args: options.args,
+			cwd: options.cwd,
 			// The bootstrap runs in every worker before the app: it keeps the worker
 			// alive on a direct SIGTERM/SIGINT and holds the drain message for attach().
 			execArgv: [...process.execArgv, ...(options.execArgv ?? []), '--import', BOOTSTRAP],

@@ -6,9 +6,17 @@
 import {DEFAULT_LOG_LEVEL, DEFAULT_SETTINGS, type DrainSettings} from '../settings.js';
 
 export interface PrimaryOptions {
-	/** Absolute path of the app's entry script. */
+	/**
+	 * Absolute path of the app's entry script, as given: through a release
+	 * symlink, not resolved, so each fork follows the link as it is then.
+	 */
 	readonly script: string;
 	readonly args: readonly string[];
+	/**
+	 * The directory workers start in, as given through a symlink; undefined:
+	 * the primary's own, inherited (working-directory.ts).
+	 */
+	readonly cwd?: string | undefined;
 	readonly workers: number;
 	readonly settings: DrainSettings;
 	readonly logLevel: string;
