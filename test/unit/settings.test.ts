@@ -6,7 +6,7 @@ import {
 	DEFAULT_WORKER_SETTINGS, settingsFromEnv, workerSettingsFromEnv, workerSettingsToEnv,
 } from '../../src/settings.js';
 import {checkTimeline, DEFAULT_TIMELINE, remaining} from '../../src/timeline.js';
-import {readWorkerEnv, workerEnv} from '../../src/worker-env.js';
+import {readWorkerEnv, replacementEnv, workerEnv} from '../../src/worker-env.js';
 
 test('parseDuration reads what manifests write', t => {
 	t.is(parseDuration('500ms'), 500);
@@ -82,6 +82,7 @@ test('a worker reads back what the primary put in its environment: settings, log
 	const env = workerEnv({settings, logLevel: 'debug', workerTimeoutMs: 4500, hungStack: true});
 	t.like(env, {GRACEFUL_CLUSTER_LOG_LEVEL: 'debug', GRACEFUL_CLUSTER_WORKER_TIMEOUT: '4500ms', GRACEFUL_CLUSTER_HUNG_STACK: 'on', GRACEFUL_CLUSTER_KEEP_ALIVE_TIMEOUT: '1500ms'});
 	t.deepEqual(workerSettingsFromEnv(env), settings);
-	t.deepEqual(readWorkerEnv(env), {logLevel: 'debug', heartbeat: {workerTimeoutMs: 4500, captureStack: true}});
-	t.deepEqual(readWorkerEnv({}), {logLevel: 'info', heartbeat: {workerTimeoutMs: 0, captureStack: false}}, 'nothing set: no watchdog');
+	t.deepEqual(readWorkerEnv(env), {logLevel: 'debug', heartbeat: {workerTimeoutMs: 4500, captureStack: true}, replacement: false});
+	t.deepEqual(readWorkerEnv({...env, ...replacementEnv}).replacement, true, 'a replacement is told so for its fork only');
+	t.deepEqual(readWorkerEnv({}), {logLevel: 'info', heartbeat: {workerTimeoutMs: 0, captureStack: false}, replacement: false}, 'nothing set: no watchdog');
 });
