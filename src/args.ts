@@ -58,7 +58,7 @@ const OPTIONS: Readonly<Record<string, OptionSpec>> = {
 	[SETTING_FLAGS.readinessPath]: {kind: 'path', default: DEFAULT_SETTINGS.readinessPath, description: 'readiness probe path: 200, then 503 from the signal on (\'\' turns it off)'},
 	[SETTING_FLAGS.livenessPath]: {kind: 'path', default: DEFAULT_SETTINGS.livenessPath, description: 'liveness probe path: 200 until exit (\'\' turns it off); not the readiness path'},
 	[SETTING_FLAGS.keepAliveTimeoutMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.keepAliveTimeoutMs), description: 'keep-alive timeout of the app\'s attached servers; keep it above the load balancer\'s idle timeout (ALB: 60s). 0 leaves the server\'s own'},
-	'listen-timeout': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.listenTimeoutMs), description: 'a worker that has not listened by then counts as a failed start (0 = wait forever)'},
+	'listen-timeout': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.listenTimeoutMs), description: 'a worker that has not listened by then counts as a failed start; a reload\'s new worker must also pass its readiness checks by then (0 = wait forever)'},
 	'max-start-failures': {kind: 'number', default: String(DEFAULT_PRIMARY_OPTIONS.maxStartFailures), description: 'failed starts in a row before giving up with exit code 6'},
 	'restart-delay': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.restartDelayMs), description: 'first delay before replacing a crashed worker; doubles on each crash in a row'},
 	'max-restart-delay': {kind: 'duration', default: formatDuration(DEFAULT_PRIMARY_OPTIONS.maxRestartDelayMs), description: 'cap on the restart delay'},
