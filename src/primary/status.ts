@@ -81,6 +81,11 @@ export interface WorkerStatus {
 	readonly state: string;
 	readonly role: string;
 	readonly attached: boolean;
+	/**
+	 * A replacement's warm-up: `warming` (with the checks that failed last) or
+	 * `ready`; null for a worker that does not warm up (worker-record.ts `Warmup`).
+	 */
+	readonly warmup: {readonly state: 'warming'; readonly failingChecks: readonly string[]} | {readonly state: 'ready'} | null;
 	readonly startReason: string;
 	readonly uptimeSeconds: number;
 	/** Starts of its slot after the first: crashes, recycles and reloads. */
@@ -105,6 +110,7 @@ export function workerStatus(record: WorkerRecord, view: ClusterView, restarts: 
 		state: record.state.name === 'gone' ? lastLive(record.state).name : record.state.name,
 		role: roleOf(record.state),
 		attached: isAttached(record.state),
+		warmup: warmupStatus(record),
 		startReason: record.startReason,
 		uptimeSeconds: round((now - record.startedAt) / 1000),
 		restarts,
@@ -117,6 +123,27 @@ export function workerStatus(record: WorkerRecord, view: ClusterView, restarts: 
 		// Requests since it started, from its heartbeat (a drain report counts only the drain's).
 		requests: health?.requests ?? null,
 	};
+}
+
+function warmupStatus({warmup}: WorkerRecord): WorkerStatus['warmup'] {
+	switch (warmup.name) {
+		case 'none': {
+			return null;
+		}
+
+		case 'warming': {
+			return {state: 'warming', failingChecks: warmup.failures};
+		}
+
+		case 'ready': {
+			return {state: 'ready'};
+		}
+
+		default: {
+			const never: never = warmup;
+			throw new Error(`unknown warm-up ${String(never)}`);
+		}
+	}
 }
 
 const round = (n: number): number => Math.round(n * 1000) / 1000;
