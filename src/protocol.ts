@@ -179,12 +179,22 @@ export interface MetricsMessage {
 
 /** The drain or retire instruction: the primary's "leave". */
 export type LeaveMessage = DrainMessage | RetireMessage;
-export type ToWorker = LeaveMessage | MetricsRequestMessage;
+/**
+ * Primary -> a warming replacement (worker/warmup.ts): no other worker serves
+ * any more (the old one crashed meanwhile): take connections now, ready or
+ * not. Refusing them with nobody else to take them would leave every client
+ * waiting while the primary offers each connection again and again.
+ */
+export interface ServeNowMessage {
+	readonly type: 'serve-now';
+}
+
+export type ToWorker = LeaveMessage | MetricsRequestMessage | ServeNowMessage;
 export type ToPrimary = AttachedMessage | NotReadyMessage | ReadyMessage | CoversMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
 
 /** Every message type, by direction: a type left out of these is a compile error. */
-const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true};
+const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true, 'serve-now': true};
 const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, 'not-ready': true, ready: true, covers: true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
 /** What a worker accepts from the primary, and the primary from a worker (`parseMessage`'s `accept`). */
 export const TO_WORKER = Object.keys(TO_WORKER_TYPES) as ReadonlyArray<ToWorker['type']>;
@@ -228,6 +238,7 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	'hook-failed': {hook: 'text'},
 	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count', longLivedCut: 'count?', hooksFailed: 'count?'},
 	'metrics-request': {id: 'count'},
+	'serve-now': {},
 	metrics: {id: 'count', metrics: 'metrics'},
 	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count'},
 };

@@ -131,14 +131,33 @@ export class Replacer {
 	 */
 	private async ready(candidate: WorkerRecord, addresses: readonly string[]): Promise<true | false | {readonly failingChecks: readonly string[]}> {
 		const {fleet, logger, listenTimeoutMs, timers} = this.options;
-		const ready = fleet.ready(candidate, addresses);
-		if (listenTimeoutMs === 0) {
-			return ready;
-		}
+		// A warming candidate refuses connections; should nothing else serve any
+		// more (the old worker crashed), it must take them (worker/warmup.ts).
+		let told = false;
+		const onGone = (): void => {
+			if (!told && candidate.warmup.name === 'warming' && !fleet.alive.some(other => other !== candidate && isServingMember(other))) {
+				told = true;
+				logger.warn({worker: candidate.id, slot: candidate.slot}, 'no worker serves while the new one warms up; it takes connections now');
+				fleet.send(candidate, {type: 'serve-now'});
+			}
+		};
 
-		const outcome = await withTimeout<boolean | 'late'>(ready, Math.max(0, listenTimeoutMs - (timers.clock.now() - candidate.startedAt)), () => 'late' as const, timers.clock);
-		if (outcome !== 'late') {
-			return outcome;
+		// Its `attached` may come after the old worker is gone.
+		fleet.on('gone', onGone);
+		fleet.on('message', onGone);
+		try {
+			const ready = fleet.ready(candidate, addresses);
+			if (listenTimeoutMs === 0) {
+				return await ready;
+			}
+
+			const outcome = await withTimeout<boolean | 'late'>(ready, Math.max(0, listenTimeoutMs - (timers.clock.now() - candidate.startedAt)), () => 'late' as const, timers.clock);
+			if (outcome !== 'late') {
+				return outcome;
+			}
+		} finally {
+			fleet.off('gone', onGone);
+			fleet.off('message', onGone);
 		}
 
 		const {state, warmup} = candidate;

@@ -36,6 +36,11 @@ export interface WorkerChannel {
 	 * scrape gets `[]` at once. Optional: an older bootstrap's channel lacks it.
 	 */
 	metrics?: (() => Promise<unknown>) | undefined;
+	/**
+	 * Set by a warming replacement's `attach()` (warmup.ts): the primary's
+	 * `serve-now`. Optional: an older bootstrap's channel lacks it.
+	 */
+	serveNow?: (() => void) | undefined;
 }
 
 /**
@@ -95,6 +100,8 @@ export function openChannel(workerId: number, handlers: ChannelHandlers): Worker
 		const {message} = parsed;
 		if (message.type === 'metrics-request') {
 			handlers.metricsRequest(channel, message);
+		} else if (message.type === 'serve-now') {
+			channel.serveNow?.();
 		} else if (channel.drain === undefined) {
 			const drain = {message, receivedAt: performance.now()};
 			channel.drain = drain;

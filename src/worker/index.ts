@@ -119,9 +119,13 @@ function setUp(): ProcessDrain {
 		const logger = createLogger({role: 'worker', level, workerId: channel.workerId});
 		const drain = new ProcessDrain(settings, logger);
 		if (readWorkerEnv(process.env).replacement) {
-			warmup = new Warmup(message => {
+			const started = new Warmup(message => {
 				channel.send(message);
 			}, logger);
+			channel.serveNow = () => {
+				started.serveNow();
+			};
+			warmup = started;
 		}
 
 		joinCluster(drain, channel, logger, warmup);

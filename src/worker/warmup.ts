@@ -20,6 +20,11 @@
  * `NODE_CLUSTER_SCHED_POLICY=none`) would drop refused connections instead:
  * it is left alone, and takes connections as soon as it listens.
  *
+ * Should every other worker stop serving meanwhile (the old one crashed), the
+ * primary says `serve-now` and the refusals end, ready or not: with nobody
+ * else to take them, refused connections would only wait in the primary's
+ * queue, offered again and again.
+ *
  * While warming, the readiness probe answers 200: the probe may reach this
  * worker only where connections cannot be kept away, and the pod is ready,
  * its other workers serve.
@@ -51,6 +56,8 @@ function sharesRoundRobin(server: net.Server): boolean {
 
 export class Warmup {
 	private state: WarmupState = 'warming';
+	/** Set by `serveNow()`: servers attached later are not refused either. */
+	private mustServe = false;
 	/** Servers whose `maxConnections` we set, with the app's own value to give back. */
 	private readonly refusing = new Map<net.Server, number | undefined>();
 	private readonly checks: Readiness[] = [];
@@ -78,7 +85,7 @@ export class Warmup {
 			this.checks.push(readiness);
 		}
 
-		if (this.roundRobin && (!server.listening || sharesRoundRobin(server))) {
+		if (this.roundRobin && !this.mustServe && (!server.listening || sharesRoundRobin(server))) {
 			this.refusing.set(server, server.maxConnections);
 			server.maxConnections = REFUSE_ALL;
 			// An exclusive listen gets a handle of its own: a refusal would drop the connection.
@@ -99,6 +106,17 @@ export class Warmup {
 	 */
 	probeFor(readiness: Readiness | undefined): ReadinessProbe | undefined {
 		return readiness && {probe: async () => (this.warming ? undefined : readiness.probe())};
+	}
+
+	/** The primary's `serve-now`: nobody else serves; stop refusing, keep warming up. */
+	serveNow(): void {
+		this.mustServe = true;
+		if (this.refusing.size > 0) {
+			this.logger.warn({}, 'no other worker serves: taking connections before the readiness checks pass');
+			for (const server of [...this.refusing.keys()]) {
+				this.release(server);
+			}
+		}
 	}
 
 	/** A drain or a retire: no more checks. A server still refusing stays so (the drain closes it). */

@@ -347,6 +347,24 @@ test('reload: a replacement not ready within --listen-timeout is killed, named w
 	t.is(p.cluster.live.length, 1, 'a failed replacement is not restarted');
 });
 
+test('reload: the old worker crashes while its replacement warms up and nothing else serves: the replacement is told to take connections now', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGHUP');
+	const c = p.cluster.workers[1]!;
+	c.say({type: 'attached', warming: true}).listen();
+	await flush();
+	t.deepEqual(c.types, []);
+	a!.exit(1);
+	await flush();
+	t.deepEqual(c.types, ['serve-now']);
+	t.truthy(p.line('no worker serves while the new one warms up; it takes connections now'));
+	t.is(p.cluster.workers.length, 2, 'the replacement takes the slot: no restart');
+	c.say({type: 'ready'});
+	await flush();
+	t.like(p.line('reload finished'), {replaced: 1});
+});
+
 test('reload: a worker without the warm-up (no attach(), an older helper) replaces on listening, as before', async t => {
 	const p = primary({workers: 1});
 	const [a] = p.serveAll();

@@ -85,3 +85,17 @@ test('an exclusive listen gets a handle of its own: given back its limit as it l
 	t.is(server.maxConnections, undefined as unknown as number);
 	warmup.stop();
 });
+
+test('serve-now (nobody else serves): the refusals end at once, ready or not; servers attached later are not refused', t => {
+	const {warmup} = rig();
+	const a = http.createServer();
+	warmup.add(a, new Readiness({never: () => false}, 1000));
+	t.is(a.maxConnections, -1);
+	warmup.serveNow();
+	t.is(a.maxConnections, undefined as unknown as number);
+	const b = http.createServer();
+	warmup.add(b, undefined);
+	t.is(b.maxConnections, undefined as unknown as number);
+	t.true(warmup.warming, 'still warming up: the primary waits for ready before it counts the slot replaced');
+	warmup.stop();
+});
