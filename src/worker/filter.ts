@@ -26,6 +26,9 @@ export const Mode = {
 	/**
 	 * Retiring during a reload: no longer listening, so only requests on open
 	 * connections arrive; they are served and the connection ends after them.
+	 * What would outlive the linger is sent elsewhere at once instead, the app
+	 * never sees it: a new event stream gets a short `retry:` and an end, a
+	 * WebSocket handshake `503` + `Retry-After: 0` (the other workers serve).
 	 * Readiness stays 200: the pod is ready, its other workers serve.
 	 */
 	RETIRE: 3,

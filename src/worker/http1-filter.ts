@@ -11,7 +11,8 @@
  * exist at install time (terminus' approach), so listeners the app adds later are
  * covered too. The same override sees the requests that never become
  * `'request'` events: `'upgrade'` (WebSockets: rejected with the drain 503 in
- * the reject phase, tracked as upgraded connections otherwise) and
+ * the reject phase, sent elsewhere by a retiring worker, tracked as upgraded
+ * connections otherwise) and
  * `'checkContinue'` (a no-op listener installed here makes Node emit it, so a
  * rejected `Expect: 100-continue` gets its 503 without a `100 Continue` first).
  *
@@ -23,10 +24,12 @@ import net, {type Socket} from 'node:net';
 import {claimServer, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
 import {claimLast, closeAfterLast, closeKeepingUnflushed, watchQueued} from './http1-connections.js';
 import {Ledger} from './ledger.js';
-import {eventStreamRetryBody, ignoreError, isEventStreamResponse, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
+import {eventStreamRetryBody, ignoreError, isEventStreamResponse, RETIRE_RETRY_MS, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
 
 export const REJECT_BODY = Buffer.from('Service Unavailable: the server is shutting down, retry the request.\n');
+/** The body of a retiring worker's answer to a WebSocket handshake (`retireUpgrade`). */
+export const RETIRE_UPGRADE_BODY = Buffer.from('Service Unavailable: this worker is being replaced, retry now on a new connection.\n');
 
 type EmitRequest = (this: Server, event: 'request', request: unknown, response: unknown) => boolean;
 
@@ -36,6 +39,38 @@ type EmitRequest = (this: Server, event: 'request', request: unknown, response: 
  * `checkContinue`). Does nothing; a named function so that it can be found and removed.
  */
 function gracefulClusterCheckContinue(): void {}
+
+/** The raw header block of a 200 event stream of `body`, ending the connection after it. */
+function eventStreamHeaders(body: Buffer): string[] {
+	return [
+		'Connection', 'close',
+		'Content-Type', 'text/event-stream',
+		'Content-Length', String(body.length),
+		'Cache-Control', 'no-store',
+	];
+}
+
+/** A whole 503 answer written on a raw socket (an upgrade's): `Connection: close`, `Retry-After`, `body`. */
+function rawServiceUnavailable(retryAfterSeconds: number, body: Buffer): Buffer {
+	return Buffer.concat([
+		Buffer.from(`HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: ${retryAfterSeconds}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${body.length}\r\nCache-Control: no-store\r\n\r\n`, 'latin1'),
+		body,
+	]);
+}
+
+/** Answers an upgrade on its raw socket with `bytes`, then closes it. Node took its own listeners off the socket before emitting 'upgrade'. */
+function answerUpgrade(socket: Socket, bytes: Buffer): void {
+	socket.on('error', ignoreError);
+	socket.end(bytes, () => {
+		socket.destroy();
+	});
+}
+
+/** What a retiring worker answers an event-stream request with (long-lived.ts RETIRE_RETRY_MS). */
+const RETIRE_STREAM_BODY = eventStreamRetryBody(RETIRE_RETRY_MS);
+const RETIRE_STREAM_HEADERS = eventStreamHeaders(RETIRE_STREAM_BODY);
+/** A retiring worker's answer to a WebSocket handshake: `Retry-After: 0`, the other workers are serving (`retireUpgrade`). */
+const RETIRE_UPGRADE_BYTES = rawServiceUnavailable(0, RETIRE_UPGRADE_BODY);
 
 /** True when the request carries a body (which may still be arriving). */
 function hasBody(request: IncomingMessage): boolean {
@@ -83,17 +118,10 @@ export class RequestFilter implements ServerFilter {
 			'Content-Length', String(REJECT_BODY.length),
 			'Cache-Control', 'no-store',
 		];
-		this.eventStreamBody = eventStreamRetryBody(options.retryAfterSeconds);
-		this.eventStreamHeaders = [
-			'Connection', 'close',
-			'Content-Type', 'text/event-stream',
-			'Content-Length', String(this.eventStreamBody.length),
-			'Cache-Control', 'no-store',
-		];
-		this.rejectUpgradeBytes = Buffer.concat([
-			Buffer.from(`HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: ${options.retryAfterSeconds}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${REJECT_BODY.length}\r\nCache-Control: no-store\r\n\r\n`, 'latin1'),
-			REJECT_BODY,
-		]);
+		// The whole pod is going away: EventSource waits as long as any client is asked to.
+		this.eventStreamBody = eventStreamRetryBody(options.retryAfterSeconds * 1000);
+		this.eventStreamHeaders = eventStreamHeaders(this.eventStreamBody);
+		this.rejectUpgradeBytes = rawServiceUnavailable(options.retryAfterSeconds, REJECT_BODY);
 		this.originalEmit = server.emit;
 		this.originalClose = server.close;
 		this.ownClose = Object.hasOwn(server, 'close');
@@ -140,6 +168,11 @@ export class RequestFilter implements ServerFilter {
 
 	get rejected(): number {
 		return this.ledger.rejected;
+	}
+
+	/** Event streams and WebSocket handshakes a retiring worker sent elsewhere (ledger.ts `redirected`). */
+	get redirected(): number {
+		return this.ledger.redirected;
 	}
 
 	get requests(): number {
@@ -287,6 +320,15 @@ export class RequestFilter implements ServerFilter {
 				return true;
 			}
 
+			// Retiring: served, an event stream would last until the linger's end and
+			// be cut then; told to reconnect now, its client is back within
+			// RETIRE_RETRY_MS, on a new connection, to a worker that stays.
+			if (this.mode === Mode.RETIRE && wantsEventStream(request.headers)) {
+				this.ledger.redirected++;
+				this.answerHere(request, response, 200, RETIRE_STREAM_HEADERS, RETIRE_STREAM_BODY);
+				return true;
+			}
+
 			response.setHeader('Connection', 'close');
 		}
 
@@ -306,9 +348,19 @@ export class RequestFilter implements ServerFilter {
 	private reject(request: IncomingMessage, response: ServerResponse): void {
 		this.ledger.rejected++;
 		this.options.onReject?.({method: request.method, path: request.url, remote: request.socket?.remoteAddress});
-		const stream = wantsEventStream(request.headers);
-		const body = stream ? this.eventStreamBody : REJECT_BODY;
-		response.writeHead(stream ? 200 : 503, stream ? this.eventStreamHeaders : this.rejectHeaders);
+		if (wantsEventStream(request.headers)) {
+			this.answerHere(request, response, 200, this.eventStreamHeaders, this.eventStreamBody);
+		} else {
+			this.answerHere(request, response, 503, this.rejectHeaders, REJECT_BODY);
+		}
+	}
+
+	/**
+	 * A whole answer made here, the app never called; its headers end the
+	 * connection. A request body still arriving is read first.
+	 */
+	private answerHere(request: IncomingMessage, response: ServerResponse, status: number, headers: string[], body: Buffer): void {
+		response.writeHead(status, headers);
 		if (hasBody(request) && !this.expectingContinue) {
 			// Answer at once, but close only after reading the body: closing a socket
 			// with unread data in it sends an RST, and a client still uploading sees
@@ -352,23 +404,45 @@ export class RequestFilter implements ServerFilter {
 	/**
 	 * `'upgrade'` (a WebSocket handshake; only emitted when the app listens for
 	 * it). Rejecting: the drain 503 on the raw socket, and the app's listeners
-	 * never see it. Otherwise it goes to the app, and the connection is counted
-	 * as upgraded until it closes. True when answered here.
+	 * never see it. Retiring: see `retireUpgrade`. Otherwise it goes to the
+	 * app, and the connection is counted as upgraded until it closes. True when
+	 * answered here.
 	 */
 	upgrade(request: IncomingMessage, socket: Socket): boolean {
 		if (this.mode === Mode.REJECT) {
 			this.ledger.rejected++;
 			this.options.onReject?.({method: request.method, path: request.url, remote: socket.remoteAddress});
-			// Node took its own listeners off the socket before emitting 'upgrade'.
-			socket.on('error', ignoreError);
-			socket.end(this.rejectUpgradeBytes, () => {
-				socket.destroy();
-			});
+			answerUpgrade(socket, this.rejectUpgradeBytes);
+			return true;
+		}
+
+		if (this.mode === Mode.RETIRE) {
+			this.retireUpgrade(socket);
 			return true;
 		}
 
 		this.upgraded.track(request, socket);
 		return false;
+	}
+
+	/**
+	 * A WebSocket handshake on a connection a retiring worker kept for its
+	 * linger: `503`, `Retry-After: 0`, `Connection: close`, the app never sees
+	 * it. Handed to the app, it would open, be closed with 1012 when the linger
+	 * ends (up to a second later) and reconnect then, having cost the app a
+	 * session set up for nothing. Answered now, the client's reconnect opens a
+	 * new connection at once, which the round-robin gives to a worker that
+	 * stays. A reconnecting client (socket.io, reconnecting-websocket, ws with a
+	 * retry loop) retries after a failed handshake as after a 1012, and one
+	 * that reads the status (ws' `'unexpected-response'`, a proxy with
+	 * `proxy_next_upstream http_503`) sees that it was not processed. The cost:
+	 * a browser's script sees a failed handshake (close code 1006, no status)
+	 * rather than a clean 1012, so a client that reconnects only after a clean
+	 * close would not; such a client also gives up on any unreachable server.
+	 */
+	private retireUpgrade(socket: Socket): void {
+		this.ledger.redirected++;
+		answerUpgrade(socket, RETIRE_UPGRADE_BYTES);
 	}
 
 	/** A probe's answer; during a drain with `Connection: close`, if this request may still be answered (http1-connections.ts). */

@@ -4,7 +4,8 @@
  *
  * It overrides `server.emit` and decides on the `'stream'` event, before any app
  * code runs: a probe is answered (probes.ts), a stream in the reject phase gets
- * the drain 503 (a new event stream: a 200 with `retry:` that ends at once),
+ * the drain 503 (a new event stream: a 200 with `retry:` that ends at once), a
+ * retiring worker sends new event streams and WebSockets elsewhere (`redirect`),
  * everything else goes on (and is kept in the ledger as in flight until the
  * stream closes). node:http2's compatibility API (`'request'` with
  * Http2ServerRequest/Http2ServerResponse) is built by a `'stream'` listener of
@@ -25,10 +26,10 @@
 import http from 'node:http';
 import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, Http2ServerRequest, Http2ServerResponse, OutgoingHttpHeaders, ServerHttp2Session, ServerHttp2Stream} from 'node:http2';
 import {Mode, type FilterOptions, type ServerFilter} from './filter.js';
-import {REJECT_BODY, RequestFilter} from './http1-filter.js';
+import {REJECT_BODY, RequestFilter, RETIRE_UPGRADE_BODY} from './http1-filter.js';
 import {Sessions} from './http2-sessions.js';
 import {Ledger} from './ledger.js';
-import {eventStreamRetryBody, ignoreError, isEventStreamHeaders, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
+import {eventStreamRetryBody, ignoreError, isEventStreamHeaders, RETIRE_RETRY_MS, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
 
 export {SHUTDOWN_NOTICE_MS} from './http2-sessions.js';
@@ -41,6 +42,12 @@ function answerHeaders(status: number, body: Buffer, contentType = 'text/plain; 
 }
 
 const isEventStream = (stream: ServerHttp2Stream): boolean => isEventStreamHeaders(stream.sentHeaders);
+
+/** What a retiring worker answers a new event stream with (long-lived.ts RETIRE_RETRY_MS). */
+const RETIRE_STREAM_BODY = eventStreamRetryBody(RETIRE_RETRY_MS);
+const RETIRE_STREAM_HEADERS = answerHeaders(200, RETIRE_STREAM_BODY, 'text/event-stream');
+/** What a retiring worker answers a new WebSocket (RFC 8441 extended CONNECT) with: the other workers are serving. */
+const RETIRE_CONNECT_HEADERS: OutgoingHttpHeaders = {...answerHeaders(503, RETIRE_UPGRADE_BODY), 'retry-after': '0'};
 
 function endStream(stream: ServerHttp2Stream): void {
 	if (!stream.writableEnded && !stream.destroyed) {
@@ -90,7 +97,7 @@ export class Http2Filter implements ServerFilter {
 		const http1Emit = server.emit;
 		const ownEmit = this.ownEmit;
 		this.rejectHeaders = {...answerHeaders(503, REJECT_BODY), 'retry-after': String(options.retryAfterSeconds)};
-		this.eventStreamBody = eventStreamRetryBody(options.retryAfterSeconds);
+		this.eventStreamBody = eventStreamRetryBody(options.retryAfterSeconds * 1000);
 		this.eventStreamHeaders = answerHeaders(200, this.eventStreamBody, 'text/event-stream');
 		const filter = this;
 		server.on('session', this.sessions.add);
@@ -134,6 +141,11 @@ export class Http2Filter implements ServerFilter {
 
 	get rejected(): number {
 		return this.ledger.rejected + this.http1.rejected;
+	}
+
+	/** Event streams and WebSockets a retiring worker sent elsewhere, HTTP/2 and HTTP/1.1 (ledger.ts `redirected`). */
+	get redirected(): number {
+		return this.ledger.redirected + this.http1.redirected;
 	}
 
 	get requests(): number {
@@ -250,6 +262,10 @@ export class Http2Filter implements ServerFilter {
 				this.reject(stream, headers);
 				return true;
 			}
+
+			if (this.mode === Mode.RETIRE && this.redirect(stream, headers)) {
+				return true;
+			}
 		}
 
 		this.ledger.add(stream);
@@ -272,6 +288,34 @@ export class Http2Filter implements ServerFilter {
 		}
 
 		stream.resume();
+	}
+
+	/**
+	 * Retiring: a stream that would last until the linger's end and be cut
+	 * then is told to go elsewhere now. A new event stream gets a 200 with a
+	 * short `retry:` that ends at once (long-lived.ts RETIRE_RETRY_MS); a
+	 * WebSocket (RFC 8441 extended CONNECT) gets `503` + `retry-after: 0`.
+	 * Other streams are served (false). The session has its GOAWAY already,
+	 * so the client's next stream goes on a new connection, to a worker that
+	 * stays. Only a session's first stream since the retire gets here at all:
+	 * every session open at the retire got its notice then (`setMode`), and
+	 * nghttp2 takes no new stream once any GOAWAY has gone out (a stream sent
+	 * after it is refused by the final GOAWAY, REFUSED_STREAM, safe to retry;
+	 * verified on Node 20.20). A session opened since gets its notice in
+	 * `streamDuringDrain`, just before this answer.
+	 */
+	private redirect(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean {
+		if (wantsEventStream(headers)) {
+			this.respond(stream, RETIRE_STREAM_HEADERS, RETIRE_STREAM_BODY);
+		} else if (headers[':method'] === 'CONNECT' && headers[':protocol'] === 'websocket') {
+			this.respond(stream, RETIRE_CONNECT_HEADERS, RETIRE_UPGRADE_BODY);
+		} else {
+			return false;
+		}
+
+		this.ledger.redirected++;
+		stream.resume();
+		return true;
 	}
 
 	private answer(stream: ServerHttp2Stream, {status, body}: ProbeAnswer): void {

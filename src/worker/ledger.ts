@@ -29,6 +29,14 @@ export class Ledger<T extends Closable> {
 	/** Requests answered with the drain 503 (or, for an event stream, a `retry:` and an end). */
 	rejected = 0;
 	/**
+	 * Requests a retiring worker (a reload) sent elsewhere instead of serving
+	 * them: an event stream told to reconnect at once, a WebSocket handshake
+	 * answered `503` + `Retry-After: 0`. Not refusals (the pod serves them, on
+	 * another worker), so not in `rejected`, which the primary counts as
+	 * requests the pod turned away (`requests_rejected_total`, `drain finished`).
+	 */
+	redirected = 0;
+	/**
 	 * Requests handed to the app since the filter was installed: one field
 	 * increment (no measurable cost: docs/benchmarks.md); the heartbeat reads it
 	 * once a second for `--max-requests`.

@@ -96,14 +96,29 @@ export function wantsEventStream(headers: IncomingHttpHeaders): boolean {
 }
 
 /**
- * What a new event stream gets in the reject phase, in a 200 that ends at once:
- * a 503 would make EventSource give up for good (WHATWG: any non-200 fails the
- * connection); a 200 stream that ends makes it reconnect after `retry`, to
- * another pod.
+ * What a new event stream gets when it must go elsewhere, in a 200 that ends
+ * at once: a 503 would make EventSource give up for good (WHATWG: any non-200
+ * fails the connection); a 200 stream that ends makes it reconnect after
+ * `retryMs`. In the reject phase that is `Retry-After` in milliseconds: the
+ * whole pod is going away. A retiring worker uses RETIRE_RETRY_MS.
  */
-export function eventStreamRetryBody(retryAfterSeconds: number): Buffer {
-	return Buffer.from(`retry: ${retryAfterSeconds * 1000}\n\n`);
+export function eventStreamRetryBody(retryMs: number): Buffer {
+	return Buffer.from(`retry: ${retryMs}\n\n`);
 }
+
+/**
+ * The `retry:` a retiring worker (a reload) gives an event stream that arrives
+ * on one of its kept-alive connections, instead of serving it until the
+ * linger's end. The other workers of the pod are serving, so the reconnect
+ * may come at once; not 0, because EventSource keeps the value as its
+ * reconnection time for the rest of its life (WHATWG "reconnection time"),
+ * and a later outage would then meet a reconnect loop with no pause. 250 ms is
+ * unnoticeable next to the browsers' own default (3 s in Chromium, 5 s in
+ * Firefox, which a stream without `retry:` would wait; Firefox raises anything
+ * under 500 ms to 500), and the app's next stream can set its own value with a
+ * `retry:` of its own.
+ */
+export const RETIRE_RETRY_MS = 250;
 
 // --- Upgraded connections ---
 

@@ -8,7 +8,7 @@ import {url} from '../../testkit/net.js';
 import {ABNORMAL_CLOSE, HandshakeRejected, openEventSource, openSocketIo, openWs} from '../../testkit/long-lived.js';
 import {eventually} from '../../testkit/proc.js';
 import {fixture, startCluster, type LogLine} from '../helpers/cluster.js';
-import {client, rawExchange, UPGRADE_REQUEST} from '../helpers/http.js';
+import {client, rawExchange, RawConnection, UPGRADE_REQUEST} from '../helpers/http.js';
 
 const REJECT_MS = 2000;
 const APP = fixture('long-lived.mjs');
@@ -174,4 +174,49 @@ test.serial('reload (SIGHUP): the retiring worker\'s WebSockets get 1012 when it
 			t.like(app.lines.find(isWorker('closed the long-lived connections still open; the app can close them itself, earlier, in handle.onDrain()')), {upgrades: 1, reason: 'reload', closeCode: 1012});
 		}
 	}
+});
+
+test.serial('reload (SIGHUP): an event stream or a WebSocket handshake on a kept-alive connection of the retiring worker is sent elsewhere at once, not served to the linger\'s end; the next event stream reaches the new worker', async t => {
+	t.timeout(30_000);
+	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', '10s'], APP, {workers: 1});
+	const listening = app.lines.find(line => line.msg === 'worker listening')!;
+	const oldPid = listening['workerPid'];
+	// Kept alive before the reload, and sure to be the old worker's: it is the only one.
+	const [events, upgrade] = await Promise.all([RawConnection.open(app.port), RawConnection.open(app.port)]) as [RawConnection, RawConnection];
+	t.is((await events.request('/')).body, 'hello');
+	t.is((await upgrade.request('/')).body, 'hello');
+
+	app.kill('SIGHUP');
+	const retiring = await app.waitForLog(line => line.msg === 'retiring: replaced by a new worker' && line.pid === oldPid);
+	t.is(retiring['worker'], listening['worker']);
+	const newPid = (await app.waitForLog('worker listening', {count: 2}))['workerPid'];
+	t.not(newPid, oldPid);
+
+	events.socket.write('GET /events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n');
+	const stream = await events.readResponse();
+	t.is(stream.status, 200);
+	t.is(stream.headers['content-type'], 'text/event-stream');
+	t.is(stream.headers['connection'], 'close');
+	t.is(stream.body, 'retry: 250\n\n', 'a short retry, no event: the app never served it');
+	t.is(await events.closedByServer(), 'fin');
+
+	upgrade.socket.write(UPGRADE_REQUEST);
+	const handshake = await upgrade.readResponse();
+	t.is(handshake.status, 503);
+	t.is(handshake.headers['retry-after'], '0');
+	t.is(handshake.headers['connection'], 'close');
+	t.is(await upgrade.closedByServer(), 'fin');
+	const answeredAt = app.lines.length;
+
+	// EventSource's reconnect: a new connection, which only the new worker takes.
+	const fresh = await rawExchange(app.port, 'GET /events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n', {ms: 10_000, until: received => received.includes('data: tick 0')});
+	t.regex(fresh.received, /^HTTP\/1\.1 200 OK\r\n[^]*data: tick 0\n\n/);
+	await app.waitForLog(line => line.msg === 'fixture stream opened' && line.pid === newPid);
+
+	const exited = await app.waitForLog(line => line.msg === 'worker exited' && line['workerPid'] === oldPid);
+	t.true(app.lines.indexOf(exited) >= answeredAt, 'both were answered before the retiring worker left');
+	t.false(app.lines.some(line => (line.msg === 'fixture stream opened' || line.msg === 'fixture ws opened') && line.pid === oldPid), 'the old worker\'s app saw neither');
+	t.like(app.lines.find(line => line.msg === 'worker drained' && line.pid === oldPid), {rejected: 0}, 'sent elsewhere, not refused');
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
 });

@@ -501,6 +501,55 @@ test('event streams: a new one in the reject phase gets 200 + retry: and an end,
 	t.is(r.filter.streams, 0);
 });
 
+test('retiring (a reload): on kept-alive connections, an ordinary request is served with Connection: close; an event stream gets 200 + retry: 250 and an end, a WebSocket handshake 503 + Retry-After: 0, neither reaching the app; readiness stays 200', async t => {
+	const r = await rig(t);
+	const upgraded = acceptUpgrades(r);
+	// Kept alive before the reload, as a client about to reuse one has it.
+	const connections = await Promise.all([0, 1, 2, 3].map(async () => RawConnection.open(r.port)));
+	for (const connection of connections) {
+		// eslint-disable-next-line no-await-in-loop
+		t.is((await connection.request('/before')).headers['connection'], 'keep-alive');
+	}
+
+	r.filter.setMode(Mode.RETIRE);
+	r.filter.stopAccepting(true);
+	const [plain, events, upgrade, probe] = connections as [RawConnection, RawConnection, RawConnection, RawConnection];
+
+	const served = await plain.request('/plain');
+	t.is(served.body, 'app');
+	t.is(served.headers['connection'], 'close');
+	t.is(await plain.closedByServer(), 'fin');
+
+	events.socket.write('GET /events HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n\r\n');
+	const stream = await events.readResponse();
+	t.is(stream.status, 200);
+	t.is(stream.headers['content-type'], 'text/event-stream');
+	t.is(stream.headers['connection'], 'close');
+	t.is(stream.headers['cache-control'], 'no-store');
+	t.is(stream.body, 'retry: 250\n\n');
+	t.is(await events.closedByServer(), 'fin', 'ended at once, not at the linger\'s end');
+
+	upgrade.socket.write(UPGRADE);
+	const handshake = await upgrade.readResponse();
+	t.is(handshake.status, 503);
+	t.is(handshake.headers['retry-after'], '0');
+	t.is(handshake.headers['connection'], 'close');
+	t.regex(handshake.body, /being replaced/);
+	t.is(await upgrade.closedByServer(), 'fin');
+	t.is(upgraded.length, 0, 'the app\'s upgrade listener never saw it');
+	t.is(r.filter.upgrades, 0);
+
+	const ready = await probe.request('/readyz');
+	t.is(ready.status, 200);
+	t.is(ready.body, 'ready\n');
+
+	t.deepEqual(r.seen, ['/before', '/before', '/before', '/before', '/plain']);
+	t.is(r.filter.redirected, 2);
+	t.is(r.filter.rejected, 0, 'sent to another worker, not refused');
+	t.deepEqual(r.rejectedUrls, []);
+	t.is(r.filter.requests, 5, 'what the app saw');
+});
+
 test('attach() takes node:http and node:https servers, and throws a TypeError at the call for anything else', async t => {
 	const {attach} = await import('../../src/worker/index.js');
 	const {drainableKind} = await import('../../src/worker/filter.js');

@@ -391,6 +391,51 @@ test('reject phase: a new HTTP/2 event stream gets a 200 with retry: and an end 
 	t.deepEqual(r.seen, []);
 });
 
+test('retiring: streams sent after the session\'s notice never reach the filter nor the app: nghttp2 refuses them (REFUSED_STREAM, safe to retry); the stream in flight finishes', async t => {
+	const r = await rig(t);
+	const client = connect(t, r.port);
+	// A stream in flight: nghttp2 keeps reading the session after the notice.
+	const hold = client.request('/hold');
+	await r.held('/hold');
+	r.filter.setMode(Mode.RETIRE);
+	r.filter.stopAccepting(true);
+	// Sent in the same tick: after the server sent the notice, before the client read it.
+	const late = [client.request('/events', {headers: {accept: 'text/event-stream'}}), client.request('/plain')];
+	for (const request of late) {
+		// eslint-disable-next-line no-await-in-loop
+		const error = await t.throwsAsync(request);
+		t.regex(String(error?.message), /REFUSED_STREAM/);
+	}
+
+	t.like(client.goaways[0], {code: 0, lastStreamID: MAX_STREAM_ID});
+	r.release('/hold');
+	t.like(await hold, {status: 200, body: 'released'});
+	t.deepEqual(r.seen, ['/hold']);
+	t.is(r.filter.redirected, 0);
+	t.is(r.filter.rejected, 0);
+});
+
+test('retiring: a session opened since gets its GOAWAY with its first stream, before a new event stream\'s retry: 250; a WebSocket (extended CONNECT) gets 503 + retry-after: 0', async t => {
+	const r = await rig(t);
+	r.server.updateSettings({enableConnectProtocol: true});
+	r.filter.setMode(Mode.RETIRE);
+	const client = connect(t, r.port);
+	const stream = await client.request('/events', {headers: {accept: 'text/event-stream'}});
+	t.like(client.goaways, [{code: 0, lastStreamID: MAX_STREAM_ID}], 'the notice came before the answer');
+	t.like(stream, {status: 200, body: 'retry: 250\n\n'});
+
+	const ws = connect(t, r.port);
+	await once(ws.session, 'remoteSettings');
+	t.true(ws.session.remoteSettings.enableConnectProtocol);
+	const handshake = await ws.request('/ws', {method: 'CONNECT', headers: {':protocol': 'websocket'}});
+	t.is(handshake.status, 503);
+	t.is(handshake.headers['retry-after'], '0');
+	t.regex(handshake.body, /being replaced/);
+	t.deepEqual(r.seen, []);
+	t.is(r.filter.redirected, 2);
+	t.is(r.filter.rejected, 0);
+});
+
 /** A POST with `expect: 100-continue` that sends its body only after the 100; resolves with the answer and whether a 100 came. */
 async function expectContinue(client: H2Client, path = '/echo') {
 	const {stream, response, ended} = client.open(path, {method: 'POST', headers: {expect: '100-continue'}, endStream: false});
