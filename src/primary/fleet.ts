@@ -21,7 +21,7 @@ import {envelope, parseMessage, TO_PRIMARY, type LongLivedEnds, type ToPrimary, 
 import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
 import {replacementEnv} from '../worker-env.js';
-import {isPlaced, roleOf, uncovered, type InflightReport, type KillReason, type ReplaceReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
+import {isPlaced, roleOf, uncovered, type InflightReport, type KillReason, type RetireReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
 
 export interface FleetOptions {
 	readonly script: string;
@@ -242,7 +242,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	 * Replaced by a reload: a worker with the helper leaves on its own after the
 	 * linger; one without is disconnected.
 	 */
-	retire(record: WorkerRecord, lingerMs: number, reason: ReplaceReason = 'reload', by?: NodeJS.Signals): void {
+	retire(record: WorkerRecord, lingerMs: number, reason: RetireReason = 'reload', by?: NodeJS.Signals): void {
 		const {state} = record;
 		if (state.name !== 'starting' && state.name !== 'listening') {
 			return;

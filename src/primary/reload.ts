@@ -20,7 +20,7 @@ import {withTimeout, type TimerGroup} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {Fleet} from './fleet.js';
 import type {Supervisor} from './supervisor.js';
-import {isGone, isServingMember, killReason, placeOf, roleOf, type ReplaceReason, type WorkerRecord} from './worker-record.js';
+import {isGone, isServingMember, killReason, placeOf, roleOf, type ReplaceReason, type RetireReason, type WorkerRecord} from './worker-record.js';
 
 export type {ReplaceReason} from './worker-record.js';
 
@@ -126,7 +126,7 @@ export class Replacer {
 	/**
 	 * True once the candidate may take over (fleet.ts `ready`); false if it
 	 * stopped first; its failing checks if it was not ready within the listen
-	 * timeout, after which it is killed. Still starting then, the supervisor's
+	 * timeout, after which it is retired. Still starting then, the supervisor's
 	 * own listen timeout kills it.
 	 */
 	private async ready(candidate: WorkerRecord, addresses: readonly string[]): Promise<true | false | {readonly failingChecks: readonly string[]}> {
@@ -171,14 +171,17 @@ export class Replacer {
 				listenTimeoutMs,
 				...(warmup.name === 'warming' ? {failingChecks} : {}),
 				...(missing.length > 0 ? {notListeningOn: missing} : {}),
-			}, 'new worker not ready in time; killing it');
-			fleet.kill(candidate, 'listen-timeout');
+			}, 'new worker not ready in time; stopping it');
+			// Retired, not killed: the primary may be handing it a connection right
+			// now, which a SIGKILL would lose; retiring, it closes its servers first,
+			// and a connection it can no longer take goes to another worker.
+			this.retire(candidate, 'start-failed', undefined);
 		}
 
 		return {failingChecks};
 	}
 
-	private retire(record: WorkerRecord, reason: ReplaceReason, by: NodeJS.Signals | undefined): void {
+	private retire(record: WorkerRecord, reason: RetireReason, by: NodeJS.Signals | undefined): void {
 		const {fleet, logger, timers, lingerMs, deadlineMs} = this.options;
 		fleet.retire(record, lingerMs, reason, by);
 		timers.timeout(() => {

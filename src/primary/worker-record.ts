@@ -35,6 +35,14 @@ export type StartReason = 'initial' | 'crash' | 'hung' | 'memory' | 'requests' |
 /** Why a worker is replaced new-first (a reload, or recycling): the reason it retires for. */
 export type ReplaceReason = Extract<StartReason, 'memory' | 'requests' | 'reload'>;
 
+/**
+ * Why a worker retires: replaced for one of those reasons, or `start-failed`,
+ * a replacement not ready in time, stopped as gently as the one it was to
+ * replace would have been: killing it could lose a connection the primary was
+ * handing it (worker/warmup.ts).
+ */
+export type RetireReason = ReplaceReason | 'start-failed';
+
 /** The worker's last heartbeat (protocol.ts `HeartbeatMessage`), as the primary received it. */
 export interface WorkerHealth {
 	/** `clock.now()` when it was received. */
@@ -51,7 +59,7 @@ export type PlacedState =
 	| {readonly name: 'starting'; readonly role: Role; readonly attached: boolean}
 	| {readonly name: 'listening'; readonly role: Role; readonly attached: boolean; readonly addresses: readonly string[]}
 	/** Replaced by a reload; leaving. Its exit is planned. */
-	| {readonly name: 'retiring'; readonly attached: boolean; readonly reason: ReplaceReason};
+	| {readonly name: 'retiring'; readonly attached: boolean; readonly reason: RetireReason};
 
 export type LiveState =
 	| PlacedState
