@@ -38,8 +38,11 @@ export type SessionStage =
 	| 'open'
 	/**
 	 * GOAWAY(NO_ERROR, 2^31-1), the shutdown notice (RFC 9113 section 6.8): open
-	 * new streams on a new connection. Streams already on their way are taken.
-	 * Sent at the drain's start, or on the first stream of a session opened
+	 * new streams on a new connection. What RFC 9113 allows (streams already on
+	 * their way are taken) Node does not do: once a session has sent any GOAWAY,
+	 * nghttp2 ignores the client's new streams, and the final GOAWAY refuses them
+	 * (REFUSED_STREAM, which a client retries elsewhere; a unit test of
+	 * http2-filter pins it). Sent at the drain's start, or on the first stream of a session opened
 	 * during the drain (sent at connect, it would stop nghttp2 reading the
 	 * client's first stream: see SHUTDOWN_NOTICE_MS). The final GOAWAY follows
 	 * SHUTDOWN_NOTICE_MS later.
