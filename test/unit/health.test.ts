@@ -172,6 +172,21 @@ test('recycle: a worker past --max-requests is replaced new-first: the new one l
 	});
 });
 
+test('recycle: the same readiness gate as a reload: the old worker retires only once its warming replacement is ready', async t => {
+	const p = primary({maxRequests: 100});
+	const [a, b] = p.serveAll();
+	p.run(1000, [a!, b!], {requests: 100});
+	const candidate = p.cluster.workers[2]!;
+	t.is(candidate.env['GRACEFUL_CLUSTER_REPLACEMENT'], 'on');
+	candidate.say({type: 'attached', warming: true}).listen();
+	await flush();
+	t.deepEqual(a!.received, [], 'listening, not ready: the old one keeps serving');
+	candidate.say({type: 'ready'});
+	await flush();
+	t.deepEqual(a!.types, ['retire']);
+	t.like(p.line('worker replaced'), {worker: candidate.id, reason: 'requests', warmedUp: true});
+});
+
 test('recycle: a drain that starts while the new worker is starting completes nothing: no retire, the drain takes both', async t => {
 	const p = primary({maxRequests: 100});
 	const [a, b] = p.serveAll();
