@@ -22,7 +22,7 @@
 // reload finished AND its old workers exited (their `worker exited` lines), and
 // before the next reload's first new worker can listen, are checked against the
 // release `current` pointed at when SIGHUP was sent.
-import {cpSync, existsSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync} from 'node:fs';
+import {cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync} from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
@@ -319,6 +319,22 @@ for (const signal of ['SIGINT', 'SIGTERM']) {
 	});
 }
 
+/**
+ * The primary's own CPU time (user + system, /proc; undefined elsewhere): what
+ * refusing connections during the warm-ups costs it shows here, as the primary
+ * offers a refused connection to another worker.
+ */
+function cpuSeconds(pid) {
+	try {
+		const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+		// utime and stime, fields 14 and 15 of the whole line, in clock ticks (100 per second on Linux).
+		return (Number(fields[11]) + Number(fields[12])) / 100;
+	} catch {
+		return undefined;
+	}
+}
+
+const primaryCpu = {start: undefined, end: undefined};
 const reloads = [];
 let exit;
 let runError;
@@ -343,6 +359,7 @@ try {
 	await cluster.waitFor(line => line.msg === 'fixture warm', {count: config.workers, timeout: startTimeout, what: 'every worker warm'});
 	progress(`${config.workers} workers listening and warm; load ${config.rate} req/s (${config.clients} keep-alive + ${config.clients} new-connection clients), /readyz every 100 ms`);
 	load = startLoad(port, config);
+	primaryCpu.start = cpuSeconds(cluster.pid);
 	await load.completedSince(load.startedAt, config.settle);
 
 	// Each reload replaces the workers one at a time: each must start, listen and (with the gate) be ready.
@@ -383,6 +400,10 @@ try {
 	runError = error;
 	progress(`the run stopped: ${error.message}`);
 } finally {
+	if (cluster) {
+		primaryCpu.end = cpuSeconds(cluster.pid);
+	}
+
 	await load?.stop();
 	if (cluster) {
 		// The primary drains and exits on SIGTERM; the group is killed after, whatever is left in it.
@@ -463,6 +484,7 @@ console.log([
 	`  reloads with a failed request: ${reloadsWithFailedRequest.size}/${reloads.length}`,
 	`readyz probes: ${probes.length}, failed ${probesFailed} (${list(probeFailures)}); reloads with a failed probe: ${reloadsWithFailedProbe.size}/${reloads.length}`,
 	`release correctness: ${checked - wrong}/${checked} requests started after a reload's old workers exited (and before the next reload's new workers could listen) came from that reload's release${wrong > 0 ? ` (wrong: ${list(wrongReleases)})` : ''}`,
+	`primary CPU: ${primaryCpu.start === undefined || primaryCpu.end === undefined ? 'n/a' : `${(primaryCpu.end - primaryCpu.start).toFixed(2)} s over ${seconds.toFixed(1)} s of load (${((primaryCpu.end - primaryCpu.start) / Math.max(seconds, 0.001) * 100).toFixed(1)} % of a core)`}`,
 	`primary exit: ${exit ? `code ${exit.code}${exit.signal ? `, signal ${exit.signal}` : ''}` : 'did not exit within 60 s (killed)'}`,
 	`goal (0 failed, 0 503, /readyz 200 at every probe, every reload finished): ${pass ? 'PASS' : `FAIL (${Object.entries(goal).filter(([, ok]) => !ok).map(([name]) => name).join(', ') || 'the run stopped'})`}`,
 ].join('\n'));
@@ -482,6 +504,7 @@ console.log(JSON.stringify({
 	requests: {total: requests.length, perSecond: Math.round(requests.length / Math.max(seconds, 0.001)), failed, byKind: failures, status503, notReady},
 	readyz: {probes: probes.length, failed: probesFailed, byKind: probeFailures},
 	release: {checked, wrong},
+	primaryCpuSeconds: primaryCpu.start === undefined || primaryCpu.end === undefined ? null : Math.round((primaryCpu.end - primaryCpu.start) * 100) / 100,
 	exit: exit ? {code: exit.code, signal: exit.signal} : null,
 	error: runError ? runError.message.split('\n')[0] : null,
 	pass,
