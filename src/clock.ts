@@ -36,6 +36,9 @@ const backgroundClock: Clock = {
 	setInterval: (fn, ms) => setInterval(fn, ms).unref() as unknown as Timer,
 };
 
+/** `clock` whose timers never keep the process alive: the system's, unref'd; a fake one as it is. */
+export const inBackground = (clock: Clock): Clock => (clock === systemClock ? backgroundClock : clock);
+
 const TIMED_OUT = Symbol('timed out');
 
 /**

@@ -81,6 +81,63 @@ export interface CoversMessage {
 /** Worker -> primary, during a drain, throttled: requests still running, long-lived connections still open (counts.ts). */
 export interface InflightMessage extends Counts, LongLivedEnds {
 	readonly type: 'inflight';
+	/** The app requests that arrived since the signal (worker/arrivals.ts). Absent from an older helper. */
+	readonly arrivals?: ArrivalsReport;
+}
+
+/** One peer's requests in a worker (worker/arrivals.ts): its rate before the signal, its arrivals since. */
+export interface PeerArrivals {
+	/** The address its connections come from (`other`: the peers past the count kept one by one). */
+	readonly peer: string;
+	/** Its app requests per second over the 60 s before the signal (0: none, or a peer new since). */
+	readonly ratePerSecond: number;
+	/** Its app requests that arrived since the signal. */
+	readonly count: number;
+	/** Milliseconds from the signal to its last one; null: none since. */
+	readonly lastMs: number | null;
+}
+
+/** A worker's arrival telemetry since the signal; times in milliseconds from the moment it read the drain. */
+export interface ArrivalsReport {
+	/** App requests that arrived since the signal. */
+	readonly total: number;
+	/** App requests that arrived in each second after the signal. */
+	readonly bySecond: readonly number[];
+	readonly lastMs: number | null;
+	readonly lastFrom: string | null;
+	readonly peers: readonly PeerArrivals[];
+}
+
+/** The peer name of the requests past the peers a worker counts one by one (worker/arrivals.ts MAX_PEERS). */
+export const OTHER_PEERS = 'other';
+
+/** The most seconds, and peers, an `ArrivalsReport` may carry. */
+export const MAX_ARRIVAL_SECONDS = 3600;
+export const MAX_ARRIVAL_PEERS = 257;
+
+const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
+const isTimeOrNull = (value: unknown): boolean => value === null || isCount(value);
+
+function isPeerArrivals(value: unknown): value is PeerArrivals {
+	if (typeof value !== 'object' || value === null) {
+		return false;
+	}
+
+	const {peer, ratePerSecond, count, lastMs} = value as Record<string, unknown>;
+	return typeof peer === 'string' && peer.length <= 256 && typeof ratePerSecond === 'number' && Number.isFinite(ratePerSecond) && ratePerSecond >= 0 && isCount(count) && isTimeOrNull(lastMs);
+}
+
+export function isArrivalsReport(value: unknown): value is ArrivalsReport {
+	if (typeof value !== 'object' || value === null) {
+		return false;
+	}
+
+	const {total, bySecond, lastMs, lastFrom, peers} = value as Record<string, unknown>;
+	return isCount(total)
+		&& Array.isArray(bySecond) && bySecond.length <= MAX_ARRIVAL_SECONDS && bySecond.every(isCount)
+		&& isTimeOrNull(lastMs)
+		&& (lastFrom === null || (typeof lastFrom === 'string' && lastFrom.length <= 256))
+		&& Array.isArray(peers) && peers.length <= MAX_ARRIVAL_PEERS && peers.every(isPeerArrivals);
 }
 
 /**
@@ -126,6 +183,8 @@ export interface DrainedMessage extends LongLivedEnds {
 	readonly closedLongLived: number;
 	/** Hooks and app signal listeners that threw or rejected (each also told in a `hook-failed` message). Absent from an older helper. */
 	readonly hooksFailed?: number;
+	/** The arrivals' last figures (the last `inflight` report may be older). Absent from an older helper, and after a retire. */
+	readonly arrivals?: ArrivalsReport;
 }
 
 /** What a worker's drain did, as it tells the primary in its `drained` message. */
@@ -189,12 +248,20 @@ export interface ServeNowMessage {
 	readonly type: 'serve-now';
 }
 
-export type ToWorker = LeaveMessage | MetricsRequestMessage | ServeNowMessage;
+/**
+ * Primary -> worker, with `--adaptive-reject on`: the load balancers have
+ * stopped sending (primary/arrivals.ts): end the reject phase now.
+ */
+export interface EndRejectMessage {
+	readonly type: 'end-reject';
+}
+
+export type ToWorker = LeaveMessage | MetricsRequestMessage | ServeNowMessage | EndRejectMessage;
 export type ToPrimary = AttachedMessage | NotReadyMessage | ReadyMessage | CoversMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
 
 /** Every message type, by direction: a type left out of these is a compile error. */
-const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true, 'serve-now': true};
+const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true, 'serve-now': true, 'end-reject': true};
 const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, 'not-ready': true, ready: true, covers: true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
 /** What a worker accepts from the primary, and the primary from a worker (`parseMessage`'s `accept`). */
 export const TO_WORKER = Object.keys(TO_WORKER_TYPES) as ReadonlyArray<ToWorker['type']>;
@@ -210,7 +277,7 @@ export type Parsed<T> =
 	| {readonly kind: 'invalid'; readonly reason: string};
 
 /** A field's kind; `?`: it may be absent (added later: the other side may be an older copy). */
-type FieldKind = 'count' | 'text' | 'texts' | 'metrics' | 'count?' | 'signal?' | 'flag?';
+type FieldKind = 'count' | 'text' | 'texts' | 'metrics' | 'count?' | 'signal?' | 'flag?' | 'arrivals?';
 /** The most `texts` one message may carry: failing readiness checks. */
 export const MAX_TEXTS = 32;
 const SIGNAL = /^SIG[A-Z0-9]{2,10}$/;
@@ -221,6 +288,7 @@ const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; rea
 	texts: {test: value => Array.isArray(value) && value.length <= MAX_TEXTS && value.every(item => CHECKS.text.test(item)), expected: `an array of at most ${MAX_TEXTS} strings`},
 	metrics: {test: isMetricsJson, expected: `prom-client's getMetricsAsJSON() result (at most ${MAX_METRICS} metrics, ${MAX_METRIC_VALUES} values)`},
 	'count?': {test: value => value === undefined || CHECKS.count.test(value), expected: 'absent or a non-negative integer'},
+	'arrivals?': {test: value => value === undefined || isArrivalsReport(value), expected: `absent or arrivals (at most ${MAX_ARRIVAL_SECONDS} seconds, ${MAX_ARRIVAL_PEERS} peers)`},
 	'flag?': {test: value => value === undefined || typeof value === 'boolean', expected: 'absent or a boolean'},
 	'signal?': {test: value => value === undefined || (typeof value === 'string' && SIGNAL.test(value)), expected: 'absent or a signal name'},
 };
@@ -233,12 +301,13 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	'not-ready': {failures: 'texts'},
 	ready: {},
 	covers: {address: 'text'},
-	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?'} satisfies Record<keyof (Counts & LongLivedEnds), FieldKind>,
+	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown}), FieldKind>,
 	hooks: {served: 'count', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?'},
 	'hook-failed': {hook: 'text'},
-	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count', longLivedCut: 'count?', hooksFailed: 'count?'},
+	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count', longLivedCut: 'count?', hooksFailed: 'count?', arrivals: 'arrivals?'},
 	'metrics-request': {id: 'count'},
 	'serve-now': {},
+	'end-reject': {},
 	metrics: {id: 'count', metrics: 'metrics'},
 	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count'},
 };

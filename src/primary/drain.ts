@@ -17,6 +17,7 @@ import type {Logger} from '../logger.js';
 import type {DrainMessage} from '../protocol.js';
 import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
 import type {Fleet} from './fleet.js';
+import {ADAPTIVE_FLOOR_MS, decide, mergeArrivals, STALE_REPORT_MS, type ArrivalFigures, type QuietPeer} from './arrivals.js';
 import {hookFailures, inflightOf, isAttached, killReason, knownInflight, lastLive, placeOf, type WorkerRecord} from './worker-record.js';
 
 export type ForcedBy = 'deadline' | 'second-signal';
@@ -96,7 +97,17 @@ export interface ClusterDrainOptions {
 	readonly logger: Logger;
 	/** Called once, with the exit code, when every worker is gone or we stopped waiting. */
 	readonly onFinished: (code: ExitCode) => void;
+	/** `--adaptive-reject on`: end the reject phase once the load balancers have stopped (arrivals.ts). */
+	readonly adaptiveReject?: boolean;
 }
+
+/** How often the adaptive rule looks during the reject phase. */
+const ADAPTIVE_CHECK_MS = 250;
+
+/** How the reject phase ended: at its period's end, or early by the adaptive rule. */
+export type RejectEnd =
+	| {readonly by: 'period'; readonly atMs: number}
+	| {readonly by: 'adaptive'; readonly atMs: number; readonly peers: readonly QuietPeer[]};
 
 export class ClusterDrain {
 	readonly startedAt: number;
@@ -105,6 +116,8 @@ export class ClusterDrain {
 	private lifecycle: DrainState = {name: 'draining'};
 	private lastProgress: {readonly key: string; readonly at: number} | undefined;
 	private readonly timers: TimerGroup;
+	/** Set once the reject phase is over; undefined while it runs. */
+	private rejectEnd: RejectEnd | undefined;
 
 	constructor(private readonly options: ClusterDrainOptions, readonly signal: NodeJS.Signals) {
 		this.timers = new TimerGroup(options.clock);
@@ -127,14 +140,31 @@ export class ClusterDrain {
 		}
 
 		this.timers.timeout(() => {
+			this.rejectEnd ??= {by: 'period', atMs: rejectEndsAt(timeline)};
 			this.disconnectUnattached();
 		}, rejectEndsAt(timeline));
+		if (this.options.adaptiveReject && timeline.rejectPeriodMs > ADAPTIVE_FLOOR_MS) {
+			this.timers.timeout(() => {
+				this.timers.interval(this.checkAdaptive, ADAPTIVE_CHECK_MS);
+			}, timeline.servePeriodMs + ADAPTIVE_FLOOR_MS);
+		}
+
 		this.timers.interval(() => {
 			this.logProgress();
 		}, PROGRESS_INTERVAL_MS);
 		fleet.on('gone', this.check);
 		fleet.on('message', this.onMessage);
 		this.check();
+	}
+
+	/** The app requests that arrived since the signal, over every worker of this drain (arrivals.ts). */
+	get arrivals(): ArrivalFigures {
+		return mergeArrivals(this.workers.map(record => record.report?.arrivals));
+	}
+
+	/** How the reject phase ended; undefined while it runs. */
+	get rejectEnded(): RejectEnd | undefined {
+		return this.rejectEnd;
 	}
 
 	/** The drain message as it stands now: phases already (partly) over are shortened. */
@@ -194,6 +224,67 @@ export class ClusterDrain {
 		this.killAll('second-signal');
 	}
 
+	/**
+	 * `--adaptive-reject on`: every ADAPTIVE_CHECK_MS of the reject phase, from
+	 * its floor on: have the load balancers stopped (arrivals.ts `decide`)?
+	 * Then every worker ends its reject phase now, and the workers without the
+	 * helper are disconnected as at the period's end.
+	 */
+	private readonly checkAdaptive = (): void => {
+		const {clock, fleet, logger, timeline} = this.options;
+		const nowMs = clock.now() - this.startedAt;
+		if (this.rejectEnd !== undefined || this.lifecycle.name !== 'draining' || nowMs >= rejectEndsAt(timeline)) {
+			return;
+		}
+
+		const decision = decide({
+			figures: this.arrivals,
+			nowMs,
+			rejectStartMs: timeline.servePeriodMs,
+			staleWorkers: fleet.alive.filter(record => this.isStale(record)).length,
+		});
+		if (!decision.end) {
+			return;
+		}
+
+		const atMs = Math.round(nowMs);
+		this.rejectEnd = {by: 'adaptive', atMs, peers: decision.peers};
+		const {lastMs, lastFrom, total} = this.arrivals;
+		logger.info({
+			afterMs: atMs,
+			rejectPeriodMs: timeline.rejectPeriodMs,
+			savedMs: Math.round(rejectEndsAt(timeline) - nowMs),
+			lastArrivalMs: lastMs,
+			lastArrivalFrom: lastFrom,
+			arrivals: total,
+			// Which peers were waited for, and for how long.
+			peers: decision.peers.map(({peer, quietMs, silentMs}) => ({peer, quietMs, silentMs})),
+		}, 'reject phase ended early: the load balancers have stopped sending');
+		for (const record of fleet.alive) {
+			fleet.send(record, {type: 'end-reject'});
+		}
+
+		this.disconnectUnattached();
+	};
+
+	/**
+	 * A worker whose arrivals the rule cannot see: no helper (its requests are
+	 * not counted), no report since the signal yet, or a silent event loop (its
+	 * heartbeat late: it may hold arrivals it has not told).
+	 */
+	private isStale(record: WorkerRecord): boolean {
+		const {state} = record;
+		if (state.name !== 'starting' && state.name !== 'listening') {
+			return false;
+		}
+
+		if (!isAttached(state) || record.report?.arrivals === undefined) {
+			return true;
+		}
+
+		return record.health === undefined || this.options.clock.now() - record.health.at > STALE_REPORT_MS;
+	}
+
 	private readonly onMessage = (record: WorkerRecord, message: {type: string}): void => {
 		// A worker forked just before the signal may not have been listening on
 		// IPC yet when the drain was broadcast (a message nobody listens for is
@@ -240,6 +331,44 @@ export class ClusterDrain {
 
 		this.lastProgress = {key, at: now};
 		this.options.logger.info({inflight, upgrades, streams, workers}, 'drain progress');
+	}
+
+	/**
+	 * `drain finished`'s arrival figures: when the last app request arrived and
+	 * from where, how many arrived in each second up to the reject phase's end,
+	 * how that end came, and what the operator should make of it (`advice`).
+	 */
+	private arrivalSummary(): Record<string, unknown> {
+		const {timeline, logger} = this.options;
+		const periodEndMs = rejectEndsAt(timeline);
+		const end = this.rejectEnd ?? {by: 'period' as const, atMs: periodEndMs};
+		const figures = this.arrivals;
+		const reported = this.workers.filter(record => record.report?.arrivals !== undefined);
+		// A worker that died during the drain took its last arrivals with it; one without the helper never counted.
+		const uncounted = this.workers.filter(record => record.report?.arrivals === undefined || !leftCleanly(record)).length;
+		let advice: string;
+		if (reported.length === 0) {
+			advice = 'no arrival figures: no worker reported any (without attach() nothing is counted)';
+		} else if (figures.lastMs === null) {
+			advice = 'no app request arrived after the signal: the load balancer had stopped already (a preStop hook, or readiness)';
+		} else if (end.by === 'period' && figures.lastMs >= end.atMs - 1000) {
+			advice = 'raise --reject-period: app requests still arrived in its last second';
+			logger.warn({lastArrivalMs: figures.lastMs, lastArrivalFrom: figures.lastFrom, rejectPeriodMs: timeline.rejectPeriodMs}, 'app requests still arrived in the last second of the reject period: the load balancer needed longer; raise --reject-period');
+		} else {
+			advice = `the load balancer stopped sending ${(figures.lastMs / 1000).toFixed(1)} s after the signal; the reject phase ended ${((end.atMs - figures.lastMs) / 1000).toFixed(1)} s after that${end.by === 'adaptive' ? ' (adaptive)' : ''}`;
+		}
+
+		return {
+			lastArrivalMs: figures.lastMs,
+			lastArrivalFrom: figures.lastFrom,
+			arrivals: figures.total,
+			// Every second up to the reject phase's end, the quiet ones too.
+			arrivalsBySecond: Array.from({length: Math.ceil(end.atMs / 1000)}, (_, second) => figures.bySecond[second] ?? 0),
+			rejectEnd: end.by,
+			rejectEndedMs: end.atMs,
+			...(uncounted > 0 ? {arrivalsUncounted: uncounted} : {}),
+			advice,
+		};
 	}
 
 	private killAll(reason: ForcedBy): void {
@@ -294,6 +423,7 @@ export class ClusterDrain {
 			hooksFailed,
 			// Requests the kill or the lost worker cut short: their last known count.
 			responsesCut: lost.reduce((sum, record) => sum + inflightOf(record), 0),
+			...this.arrivalSummary(),
 			outcome: outcomeName(code),
 			exitCode: code,
 			...(lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: knownInflight(record) ?? null, killedFor: killReason(record.state) ?? null}))} : {}),

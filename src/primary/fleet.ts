@@ -119,13 +119,13 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			record.covered.add(message.address);
 		},
 		inflight(record, message) {
-			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected, upgrades: message.upgrades, streams: message.streams, ...longLivedEnds(message, record.report)};
+			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected, upgrades: message.upgrades, streams: message.streams, ...longLivedEnds(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
 		},
 		hooks(record, message) {
 			const {state} = record;
 			const summary = {served: message.served, rejected: message.rejected};
 			// The long-lived connections were closed as the requests' wait began.
-			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, ...longLivedEnds(message, record.report)};
+			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, ...longLivedEnds(message, record.report), arrivals: record.report?.arrivals};
 			if (isPlaced(state)) {
 				record.state = {name: 'hooks', summary, from: state};
 			}
@@ -137,7 +137,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		drained(record, message) {
 			const {state} = record;
 			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs, closedLongLived: message.closedLongLived};
-			record.report = {inflight: 0, served: message.served, rejected: message.rejected, upgrades: 0, streams: 0, ...longLivedEnds(message, record.report)};
+			record.report = {inflight: 0, served: message.served, rejected: message.rejected, upgrades: 0, streams: 0, ...longLivedEnds(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
 			if (isPlaced(state)) {
 				record.state = {name: 'drained', summary, from: state};
 			} else if (state.name === 'hooks') {

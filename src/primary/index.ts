@@ -271,6 +271,7 @@ export class Primary {
 			timeline: {servePeriodMs, rejectPeriodMs, gracePeriodMs},
 			clock: this.edges.clock,
 			logger: this.logger,
+			adaptiveReject: this.options.adaptiveReject,
 			onFinished: code => {
 				this.end(code);
 			},

@@ -31,6 +31,8 @@ export interface PrimaryOptions {
 	readonly workerTimeoutMs: number;
 	/** Workers capture a blocked loop's JavaScript stack before the kill (a thread each: about 10 MB RSS). */
 	readonly hungStack: boolean;
+	/** `--adaptive-reject`: end the reject phase once the load balancers have stopped (primary/arrivals.ts). */
+	readonly adaptiveReject: boolean;
 	/** Recycling by RSS and by requests served (recycle.ts); 0 turns each off. */
 	readonly maxMemoryBytes: number;
 	readonly maxRequests: number;
@@ -55,6 +57,7 @@ export const DEFAULT_PRIMARY_OPTIONS: Omit<PrimaryOptions, 'script' | 'args' | '
 	backoffResetMs: 30_000,
 	workerTimeoutMs: 30_000,
 	hungStack: false,
+	adaptiveReject: false,
 	maxMemoryBytes: 0,
 	maxRequests: 0,
 	maxRequestsJitter: 0,

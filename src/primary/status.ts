@@ -146,6 +146,21 @@ function warmupStatus({warmup}: WorkerRecord): WorkerStatus['warmup'] {
 	}
 }
 
+/** The drain's arrival figures (primary/arrivals.ts), as `drain finished` names them. */
+function arrivalStatus(drain: NonNullable<ClusterView['drain']>): Record<string, unknown> {
+	const {lastMs, lastFrom, total, bySecond, peers} = drain.arrivals;
+	const end = drain.rejectEnded;
+	return {
+		lastArrivalMs: lastMs,
+		lastArrivalFrom: lastFrom,
+		arrivals: total,
+		arrivalsBySecond: bySecond,
+		arrivalPeers: peers,
+		rejectEnd: end?.by ?? null,
+		rejectEndedMs: end?.atMs ?? null,
+	};
+}
+
 const round = (n: number): number => Math.round(n * 1000) / 1000;
 
 export function clusterStatus(view: ClusterView, restartsOf: (slot: number) => number): Record<string, unknown> {
@@ -175,6 +190,7 @@ export function clusterStatus(view: ClusterView, restartsOf: (slot: number) => n
 				deadline: wall(drain.startedAt + drain.timeline.gracePeriodMs),
 				forcedBy: drain.forcedBy ?? null,
 				durationMs: drain.durationMs ?? null,
+				...arrivalStatus(drain),
 			}
 			: null,
 		reloads: view.reloads,

@@ -17,7 +17,7 @@ import type {LastLines} from './output.js';
 import type {WorkerHandle} from './edges.js';
 import type {Counts} from '../counts.js';
 import {isCleanShutdownCode} from '../signals.js';
-import type {DrainSummary} from '../protocol.js';
+import type {ArrivalsReport, DrainSummary} from '../protocol.js';
 
 /** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
 export type Role = 'member' | 'candidate';
@@ -89,6 +89,8 @@ export interface InflightReport extends Counts {
 	readonly closedLongLived: number;
 	/** Of those, the ones destroyed because their close did not complete in time. */
 	readonly longLivedCut: number;
+	/** Its arrival telemetry since the signal (worker/arrivals.ts); undefined from an older helper, or before its first report. */
+	readonly arrivals?: ArrivalsReport | undefined;
 }
 
 /**

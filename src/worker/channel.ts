@@ -41,6 +41,8 @@ export interface WorkerChannel {
 	 * `serve-now`. Optional: an older bootstrap's channel lacks it.
 	 */
 	serveNow?: (() => void) | undefined;
+	/** Set by `attach()`: the primary's `end-reject` (adaptive reject period). Optional, as `serveNow`. */
+	endReject?: (() => void) | undefined;
 }
 
 /**
@@ -102,6 +104,8 @@ export function openChannel(workerId: number, handlers: ChannelHandlers): Worker
 			handlers.metricsRequest(channel, message);
 		} else if (message.type === 'serve-now') {
 			channel.serveNow?.();
+		} else if (message.type === 'end-reject') {
+			channel.endReject?.();
 		} else if (channel.drain === undefined) {
 			const drain = {message, receivedAt: performance.now()};
 			channel.drain = drain;

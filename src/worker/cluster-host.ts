@@ -28,7 +28,8 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 	drain.setHost({
 		progress(counts) {
 			const {closedLongLived, longLivedCut} = drain.summary();
-			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut});
+			const arrivals = drain.arrivals.report();
+			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {})});
 		},
 		covers(address) {
 			channel.send({type: 'covers', address});
@@ -52,7 +53,8 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 				logger.info(summary, 'worker drained');
 				// Exit only once the primary has the message: it tells a drained worker
 				// from one that crashed by this message alone.
-				channel.send({type: 'drained', ...summary}, () => {
+				const arrivals = drain.arrivals.report();
+				channel.send({type: 'drained', ...summary, ...(arrivals ? {arrivals} : {})}, () => {
 					if (exit === 'now') {
 						process.exit(ExitCode.OK);
 					}
@@ -65,6 +67,9 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 		},
 	});
 	channel.stats = () => ({requests: drain.requests, inflight: drain.inflight});
+	channel.endReject = () => {
+		drain.endReject();
+	};
 	channel.send({type: 'attached', ...(warmup ? {warming: true} : {})});
 	const start = ({message, receivedAt}: ReceivedDrain): void => {
 		warmup?.stop();

@@ -10,6 +10,7 @@ import type {WorkerSettings} from '../settings.js';
 import {drainableKind, type DrainableServer, type FilterOptions, type ServerFilter} from './filter.js';
 import {RequestFilter} from './http1-filter.js';
 import {Http2Filter, type Http2AnyServer} from './http2-filter.js';
+import type {Arrivals} from './arrivals.js';
 import type {ReadinessProbe} from './readiness.js';
 
 export interface FilterWiring {
@@ -18,9 +19,11 @@ export interface FilterWiring {
 	readonly readiness?: ReadinessProbe | undefined;
 	/** The last request in flight of this server finished during a drain. */
 	readonly onIdle: () => void;
+	/** The process's arrival telemetry, shared by its filters. */
+	readonly arrivals: Arrivals;
 }
 
-export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, readiness, onIdle}: FilterWiring): ServerFilter {
+export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, readiness, onIdle, arrivals}: FilterWiring): ServerFilter {
 	const options: FilterOptions = {
 		retryAfterSeconds: settings.retryAfterSeconds,
 		readinessPath: settings.readinessPath,
@@ -33,6 +36,7 @@ export function createFilter(server: DrainableServer, settings: WorkerSettings, 
 			}
 			: undefined,
 		onIdle,
+		arrivals,
 	};
 	// HTTP/2 ends connections with GOAWAY, not `Connection: close`: an adapter of its own.
 	if (drainableKind(server) === 'http2') {

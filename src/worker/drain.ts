@@ -17,7 +17,7 @@
  * (told at the start, closed when the reject phase or the linger ends).
  */
 import path from 'node:path';
-import {systemClock, TimerGroup, type Clock} from '../clock.js';
+import {inBackground, systemClock, TimerGroup, type Clock, type Timer} from '../clock.js';
 import {copyCounts, sumCounts, type Counts} from '../counts.js';
 import type {Logger} from '../logger.js';
 import type {DrainSummary} from '../protocol.js';
@@ -28,6 +28,7 @@ import type {DrainableServer, ServerFilter} from './filter.js';
 import {modeFor, stopsAccepting, type Phase, type PhaseName} from './phase.js';
 import type {AppShutdown, AppShutdownEnd} from './app-shutdown.js';
 import {namedHooks, runHooks, type ShutdownHook} from './hooks.js';
+import {Arrivals} from './arrivals.js';
 import {closeLongLivedOf, DrainNotices, UPGRADE_CLOSE_WAIT_MS, type DrainListener} from './long-lived.js';
 import {DrainProgress, REPORT_INTERVAL_MS, SUMMARY_INTERVAL_MS} from './progress.js';
 import type {ReadinessProbe} from './readiness.js';
@@ -91,11 +92,16 @@ export class ProcessDrain {
 	/** Requests counted by filters since taken off. */
 	private detachedRequests = 0;
 	private host: DrainHost | undefined;
+	/** The app requests that arrive, by peer: while serving, the rates; from the drain on, each arrival (arrivals.ts). */
+	readonly arrivals: Arrivals;
+	/** The timer that ends the reject phase at its period's end: cleared by an early end (`endReject`). */
+	private rejectTimer: Timer | undefined;
 
 	constructor(private readonly settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock) {
 		this.timers = new TimerGroup(clock);
+		this.arrivals = new Arrivals(inBackground(clock));
 		this.notices = new DrainNotices(clock, logger);
-		this.progress = new DrainProgress(() => this.counts, logger);
+		this.progress = new DrainProgress(() => this.counts, logger, () => this.arrivals.changes);
 	}
 
 	get phaseName(): PhaseName {
@@ -132,6 +138,7 @@ export class ProcessDrain {
 	addServer(server: DrainableServer, readiness?: ReadinessProbe): ServerFilter {
 		const filter = createFilter(server, this.settings, {
 			logger: this.logger,
+			arrivals: this.arrivals,
 			readiness,
 			onIdle: () => {
 				this.closeIfIdle();
@@ -210,6 +217,7 @@ export class ProcessDrain {
 		const now = this.clock.now();
 		this.startedAt = now;
 		this.deadlineAt = now + timeline.gracePeriodMs;
+		this.arrivals.begin();
 		this.sortLongLived();
 		const {inflight, upgrades, streams} = this.counts;
 		this.logger.info({
@@ -230,7 +238,7 @@ export class ProcessDrain {
 			this.enter({name: 'reject', startedAt: now});
 		}
 
-		this.timers.timeout(() => {
+		this.rejectTimer = this.timers.timeout(() => {
 			this.enter({name: 'closing', startedAt: this.clock.now()});
 		}, rejectEndsAt(timeline));
 
@@ -239,6 +247,21 @@ export class ProcessDrain {
 			this.progress.summariseRejections();
 		}, SUMMARY_INTERVAL_MS);
 		this.notices.start('shutdown', now + rejectEndsAt(timeline));
+	}
+
+	/**
+	 * The primary's adaptive reject period (primary/arrivals.ts) found that the
+	 * load balancers have stopped: the reject phase ends now instead of at its
+	 * period's end. Only from the reject phase: the serve phase runs its course.
+	 */
+	endReject(): void {
+		if (this.phase.name !== 'reject') {
+			return;
+		}
+
+		this.timers.clear(this.rejectTimer);
+		this.logger.info({afterMs: Math.round(this.clock.now() - this.startedAt)}, 'reject phase ended early: the load balancers stopped sending');
+		this.enter({name: 'closing', startedAt: this.clock.now()});
 	}
 
 	/**

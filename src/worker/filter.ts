@@ -13,6 +13,7 @@ import type https from 'node:https';
 import net from 'node:net';
 import type {Counts} from '../counts.js';
 import type {DrainReason, LongLivedClosed} from './long-lived.js';
+import type {Arrivals} from './arrivals.js';
 import type {ReadinessProbe} from './readiness.js';
 
 /** What a filter does with a new request. Plain numbers: compared on the hot path. */
@@ -50,6 +51,8 @@ export interface FilterOptions {
 	readonly livenessPath: string;
 	/** The app's readiness checks (`attach(server, {readinessChecks})`), run by the readiness probe while serving; absent: ready at once. */
 	readonly readiness?: ReadinessProbe | undefined;
+	/** The process's arrival telemetry (arrivals.ts); the filter makes its own when absent (unit tests). */
+	readonly arrivals?: Arrivals | undefined;
 	/** Called when a request is rejected; for logging. Unset, a rejection costs no call. */
 	readonly onReject?: ((request: RejectedRequest) => void) | undefined;
 	/**

@@ -23,6 +23,8 @@ import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net, {type Socket} from 'node:net';
 import {claimServer, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
 import {claimLast, closeAfterLast, closeKeepingUnflushed, watchQueued} from './http1-connections.js';
+import {inBackground, systemClock} from '../clock.js';
+import {Arrivals, PEER_COUNTER, type Counted} from './arrivals.js';
 import {Ledger} from './ledger.js';
 import {eventStreamRetryBody, ignoreError, isEventStreamResponse, RETIRE_RETRY_MS, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
@@ -87,6 +89,7 @@ export class RequestFilter implements ServerFilter {
 	 */
 	private readonly ledger: Ledger<ServerResponse>;
 	private readonly probes: Probes;
+	private readonly arrivals: Arrivals;
 	private readonly upgraded: Upgrades;
 	private readonly rejectHeaders: string[];
 	private readonly eventStreamHeaders: string[];
@@ -111,6 +114,7 @@ export class RequestFilter implements ServerFilter {
 		this.ledger = new Ledger(options.onIdle);
 		this.upgraded = new Upgrades(options.onIdle);
 		this.probes = new Probes(options);
+		this.arrivals = options.arrivals ?? new Arrivals(inBackground(systemClock));
 		this.rejectHeaders = [
 			'Connection', 'close',
 			'Retry-After', String(options.retryAfterSeconds),
@@ -309,8 +313,13 @@ export class RequestFilter implements ServerFilter {
 
 		// One comparison while serving (one fewer than before pipelining was handled;
 		// bench/filter-micro.js showed no change beyond noise): everything the drain
-		// does sits behind it.
-		if (this.mode !== Mode.SERVING) {
+		// does sits behind it. Serving, a request costs its peer's counter (arrivals.ts).
+		if (this.mode === Mode.SERVING) {
+			const socket = request.socket as Counted;
+			(socket[PEER_COUNTER] ?? this.arrivals.counterFor(socket, request.socket.remoteAddress, request.headers['user-agent'])).n++;
+		} else {
+			// What the load balancer sent, whatever the answer: a pipelined request dropped below included.
+			this.arrivals.arrived(request.socket?.remoteAddress, request.headers['user-agent']);
 			if (!claimLast(request)) {
 				return true;
 			}
@@ -409,6 +418,13 @@ export class RequestFilter implements ServerFilter {
 	 * answered here.
 	 */
 	upgrade(request: IncomingMessage, socket: Socket): boolean {
+		if (this.mode === Mode.SERVING) {
+			const counted = socket as Counted;
+			(counted[PEER_COUNTER] ?? this.arrivals.counterFor(counted, socket.remoteAddress, request.headers['user-agent'])).n++;
+		} else {
+			this.arrivals.arrived(socket.remoteAddress, request.headers['user-agent']);
+		}
+
 		if (this.mode === Mode.REJECT) {
 			this.ledger.rejected++;
 			this.options.onReject?.({method: request.method, path: request.url, remote: socket.remoteAddress});

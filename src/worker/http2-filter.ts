@@ -28,6 +28,8 @@ import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, Http2ServerReq
 import {Mode, type FilterOptions, type ServerFilter} from './filter.js';
 import {REJECT_BODY, RequestFilter, RETIRE_UPGRADE_BODY} from './http1-filter.js';
 import {Sessions} from './http2-sessions.js';
+import {inBackground, systemClock} from '../clock.js';
+import {Arrivals, PEER_COUNTER, type Counted} from './arrivals.js';
 import {Ledger} from './ledger.js';
 import {eventStreamRetryBody, ignoreError, isEventStreamHeaders, RETIRE_RETRY_MS, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
@@ -74,6 +76,7 @@ export class Http2Filter implements ServerFilter {
 	/** HTTP/2 streams handed to the app that have not closed yet, event streams sorted out. */
 	private readonly ledger: Ledger<ServerHttp2Stream>;
 	private readonly probes: Probes;
+	private readonly arrivals: Arrivals;
 	private readonly sessions = new Sessions();
 	private mode: Mode = Mode.SERVING;
 	private readonly http1: Http1Fallback;
@@ -86,7 +89,9 @@ export class Http2Filter implements ServerFilter {
 	constructor(readonly server: Http2AnyServer, private readonly options: FilterOptions) {
 		this.ownEmit = server.emit;
 		// First, so that a second attach() of this server throws before anything is installed.
-		this.http1 = new Http1Fallback(server as unknown as http.Server, options);
+		// One telemetry for both protocols of the server.
+		this.arrivals = options.arrivals ?? new Arrivals(inBackground(systemClock));
+		this.http1 = new Http1Fallback(server as unknown as http.Server, {...options, arrivals: this.arrivals});
 		this.ledger = new Ledger(() => {
 			// The HTTP/1.1 requests of an `allowHTTP1` server count too.
 			if (this.inflight === 0) {
@@ -255,8 +260,15 @@ export class Http2Filter implements ServerFilter {
 			return true;
 		}
 
-		// One comparison while serving; the drain's work sits behind it.
-		if (this.mode !== Mode.SERVING) {
+		// One comparison while serving; the drain's work sits behind it. Serving, a
+		// stream costs its peer's counter, kept on its session (arrivals.ts).
+		if (this.mode === Mode.SERVING) {
+			const session = stream.session as (ServerHttp2Session & Counted) | undefined;
+			if (session) {
+				(session[PEER_COUNTER] ?? this.arrivals.counterFor(session, session.socket?.remoteAddress, headers['user-agent'])).n++;
+			}
+		} else {
+			this.arrivals.arrived(stream.session?.socket?.remoteAddress, headers['user-agent']);
 			this.sessions.streamDuringDrain(stream.session as ServerHttp2Session | undefined);
 			if (this.mode === Mode.REJECT) {
 				this.reject(stream, headers);

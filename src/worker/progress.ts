@@ -14,7 +14,8 @@ export class DrainProgress {
 	private last = '';
 	private rejectedAtLastSummary = 0;
 
-	constructor(private readonly counts: () => Counts, private readonly logger: Logger) {}
+	/** `changes`: a number that moves with what else the reports carry (the arrivals, arrivals.ts). */
+	constructor(private readonly counts: () => Counts, private readonly logger: Logger, private readonly changes: () => number = () => 0) {}
 
 	/** Tells `host` the counts, if one changed since it was last told. */
 	report(host: {progress(counts: Counts): void} | undefined): void {
@@ -22,7 +23,7 @@ export class DrainProgress {
 		// Rejections and responses served too: in an idle reject phase, or a busy
 		// serve phase at a steady count, they are what moves, and a worker killed
 		// later is judged by its last report.
-		const key = `${counts.inflight} ${counts.upgrades} ${counts.streams} ${counts.rejected} ${counts.served}`;
+		const key = `${counts.inflight} ${counts.upgrades} ${counts.streams} ${counts.rejected} ${counts.served} ${this.changes()}`;
 		if (key !== this.last) {
 			this.last = key;
 			host?.progress(counts);

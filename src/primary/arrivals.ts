@@ -1,0 +1,163 @@
+/**
+ * The cluster's arrival telemetry during a drain, and the adaptive reject
+ * period's rule (`--adaptive-reject on`), from the workers' own counts
+ * (worker/arrivals.ts, in their drain reports).
+ *
+ * Telemetry: app requests that arrived after the signal, summed over the
+ * workers by second, and the last one's time and peer. A worker that dies
+ * during the drain takes what it had not reported with it: `incomplete`
+ * counts such workers.
+ *
+ * The rule ends the reject phase at the first moment that
+ *   - is at least ADAPTIVE_FLOOR_MS after the reject phase began,
+ *   - every peer that sent app requests in the 60 s before the signal has been
+ *     silent for its own quiet window Q = ln(1000) / λ (λ: its rate then; Q at
+ *     least 1 s): with a steady rate, a silence that long is a gap in live
+ *     traffic once in a thousand times. A peer whose Q is longer than the time
+ *     left keeps the phase open to its end; one seen only after the signal
+ *     gets the same window, its rate taken since the signal,
+ *   - and no app request at all arrived in the last QUIET_ALL_MS,
+ * never later than `--reject-period`. Silence is counted from the peer's last
+ * arrival, or from the signal if it sent none since: what it sent just before
+ * is not known per request (the hot path keeps counts, not times).
+ * The workers' reports are up to REPORT_INTERVAL_MS old, and a worker that
+ * has not reported for STALE_REPORT_MS (a blocked loop) may be hiding
+ * arrivals: the rule waits for it.
+ */
+import {OTHER_PEERS, type ArrivalsReport} from '../protocol.js';
+
+/** The reject phase lasts at least this long, adaptive or not. */
+export const ADAPTIVE_FLOOR_MS = 2000;
+/** No app request at all in this long before the end. */
+export const QUIET_ALL_MS = 1000;
+/** The shortest quiet window of a peer. */
+export const MIN_QUIET_MS = 1000;
+/** ln(1000): a steady peer is silent this many mean gaps once in a thousand times. */
+export const QUIET_GAPS = Math.log(1000);
+/** How old a worker's figures may be (its reports come at most four times a second, plus the IPC's delay). */
+export const REPORT_LAG_MS = 500;
+/** A worker that has not reported for this long may be hiding arrivals. */
+export const STALE_REPORT_MS = 1500;
+
+/** One peer, summed over the workers. */
+export interface PeerFigures {
+	readonly peer: string;
+	/** Requests per second in the 60 s before the signal. */
+	readonly ratePerSecond: number;
+	/** App requests since the signal. */
+	readonly count: number;
+	/** Milliseconds from the signal to its last one; null: none since. */
+	readonly lastMs: number | null;
+}
+
+/** The cluster's figures: what `drain finished` and /status show. */
+export interface ArrivalFigures {
+	readonly total: number;
+	readonly bySecond: number[];
+	readonly lastMs: number | null;
+	readonly lastFrom: string | null;
+	readonly peers: PeerFigures[];
+}
+
+/** Sums the workers' reports (undefined: a worker that has not reported arrivals). */
+export function mergeArrivals(reports: Iterable<ArrivalsReport | undefined>): ArrivalFigures {
+	let total = 0;
+	const bySecond: number[] = [];
+	let last: {ms: number; from: string | null} | undefined;
+	const peers = new Map<string, {ratePerSecond: number; count: number; lastMs: number | null}>();
+	for (const report of reports) {
+		if (report === undefined) {
+			continue;
+		}
+
+		total += report.total;
+		for (const [second, count] of report.bySecond.entries()) {
+			bySecond[second] = (bySecond[second] ?? 0) + count;
+		}
+
+		if (report.lastMs !== null && (last === undefined || report.lastMs > last.ms)) {
+			last = {ms: report.lastMs, from: report.lastFrom};
+		}
+
+		for (const {peer, ratePerSecond, count, lastMs} of report.peers) {
+			const known = peers.get(peer) ?? {ratePerSecond: 0, count: 0, lastMs: null};
+			peers.set(peer, {
+				ratePerSecond: known.ratePerSecond + ratePerSecond,
+				count: known.count + count,
+				lastMs: lastMs === null ? known.lastMs : Math.max(lastMs, known.lastMs ?? 0),
+			});
+		}
+	}
+
+	for (let second = 0; second < bySecond.length; second++) {
+		bySecond[second] ??= 0;
+	}
+
+	return {
+		total,
+		bySecond,
+		lastMs: last?.ms ?? null,
+		lastFrom: last?.from ?? null,
+		peers: [...peers].map(([peer, figures]) => ({peer, ...figures})).sort((a, b) => b.ratePerSecond - a.ratePerSecond),
+	};
+}
+
+/** A peer's quiet window: ln(1000) / λ, at least MIN_QUIET_MS; λ = 0 has none (it sent nothing). */
+export function quietWindowMs(ratePerSecond: number): number {
+	return ratePerSecond <= 0 ? 0 : Math.max(MIN_QUIET_MS, (QUIET_GAPS / ratePerSecond) * 1000);
+}
+
+export interface AdaptiveInput {
+	readonly figures: ArrivalFigures;
+	/** Milliseconds since the signal. */
+	readonly nowMs: number;
+	/** When the reject phase began, in ms since the signal (its period's end is the caller's cap). */
+	readonly rejectStartMs: number;
+	/** Workers whose figures may be stale or missing: the rule waits. */
+	readonly staleWorkers: number;
+}
+
+/** A peer the rule waits for: how long it must stay silent, how long it has been. */
+export interface QuietPeer {
+	readonly peer: string;
+	readonly quietMs: number;
+	readonly silentMs: number;
+}
+
+export type AdaptiveDecision =
+	| {readonly end: true; readonly peers: QuietPeer[]}
+	| {readonly end: false; readonly why: 'floor' | 'recent-arrival' | 'stale-report' | 'too-many-peers' | 'peer'; readonly peers: QuietPeer[]};
+
+export function decide({figures, nowMs, rejectStartMs, staleWorkers}: AdaptiveInput): AdaptiveDecision {
+	// Figures are up to REPORT_LAG_MS old: what they show as silent is silent up to then only.
+	const knownUntil = nowMs - REPORT_LAG_MS;
+	const peers: QuietPeer[] = figures.peers.map(({peer, ratePerSecond, count, lastMs}) => {
+		// A peer new since the signal: its rate since then.
+		const rate = ratePerSecond > 0 ? ratePerSecond : count / Math.max(1, nowMs / 1000);
+		return {peer, quietMs: Math.round(quietWindowMs(rate)), silentMs: Math.max(0, Math.round(knownUntil - (lastMs ?? 0)))};
+	});
+	if (nowMs - rejectStartMs < ADAPTIVE_FLOOR_MS) {
+		return {end: false, why: 'floor', peers};
+	}
+
+	if (staleWorkers > 0) {
+		return {end: false, why: 'stale-report', peers};
+	}
+
+	if (figures.lastMs !== null && knownUntil - figures.lastMs < QUIET_ALL_MS) {
+		return {end: false, why: 'recent-arrival', peers};
+	}
+
+	// Too many peers to tell apart (worker/arrivals.ts MAX_PEERS): a pooled rate
+	// says nothing of each one's gaps. The full period.
+	if (peers.some(peer => peer.peer === OTHER_PEERS)) {
+		return {end: false, why: 'too-many-peers', peers};
+	}
+
+	// A peer whose window is longer than the time left keeps the phase open to its end.
+	if (peers.some(peer => peer.silentMs < peer.quietMs)) {
+		return {end: false, why: 'peer', peers};
+	}
+
+	return {end: true, peers};
+}

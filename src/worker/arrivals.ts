@@ -1,0 +1,241 @@
+/**
+ * When the load balancer stopped: arrival telemetry for the drain, and what
+ * the adaptive reject period (primary/adaptive-reject.ts) decides on.
+ *
+ * Two parts, one per side of the signal:
+ *
+ * - While serving, each peer's request count (a peer: the address a
+ *   connection comes from, a load balancer's node), so that the primary knows
+ *   each one's rate over the 60 s before the signal. The hot path pays one
+ *   counter per request: the connection keeps its peer's counter (found once,
+ *   on its first request), and a timer takes a snapshot of the totals every
+ *   10 s.
+ * - From the signal on, every app request that arrives (served, rejected or
+ *   dropped alike: what the load balancer sent, not what we answered), by
+ *   second and by peer, with the last one's time and peer. The filters only
+ *   get here behind their non-serving branch.
+ *
+ * Probes are not app requests: the readiness and liveness paths never get
+ * here (the filters answer them first), and neither do requests whose
+ * User-Agent is a kubelet's or an AWS load balancer's health checker
+ * (`kube-probe/`, `ELB-HealthChecker/`). While serving, a connection is judged
+ * by its first request: health checkers open one per check.
+ */
+import type {Clock, Timer} from '../clock.js';
+import {OTHER_PEERS, type ArrivalsReport, type PeerArrivals} from '../protocol.js';
+
+/** How far back the rate before the signal looks. */
+export const RATE_WINDOW_MS = 60_000;
+/** How often the totals are kept for that window. */
+const SNAPSHOT_EVERY_MS = 10_000;
+/**
+ * Peers counted one by one; the rest share one counter. Behind a load
+ * balancer there are a handful; a pod reached directly by many clients
+ * has too many for a quiet window per peer to mean anything.
+ */
+export const MAX_PEERS = 256;
+
+const HEALTH_CHECKER = /^(?:kube-probe|ELB-HealthChecker)\//;
+
+/** A peer's requests while serving. A plain object, kept on its connections: `n++` per request. */
+export interface PeerCounter {
+	n: number;
+}
+
+/**
+ * A connection's (or an HTTP/2 session's) peer counter, found on its first
+ * request. The filters count while serving with
+ * `(owner[PEER_COUNTER] ?? arrivals.counterFor(owner, address, userAgent)).n++`:
+ * the address and the User-Agent are read on a connection's first request only.
+ */
+export const PEER_COUNTER = Symbol('graceful-cluster.peer');
+export type Counted = object & {[PEER_COUNTER]?: PeerCounter};
+
+/** The peer's address as the load balancer's node would be named: IPv4 without the IPv6 mapping. */
+export function peerName(address: string | undefined): string {
+	if (address === undefined) {
+		// A unix socket's peer has no address: one local peer.
+		return 'local';
+	}
+
+	return address.startsWith('::ffff:') ? address.slice(7) : address;
+}
+
+export const isHealthChecker = (userAgent: string | undefined): boolean => userAgent !== undefined && HEALTH_CHECKER.test(userAgent);
+
+interface Snapshot {
+	readonly at: number;
+	readonly counts: ReadonlyMap<string, number>;
+}
+
+interface AfterSignal {
+	readonly startedAt: number;
+	/** Each peer's rate before the signal, per second. */
+	readonly rates: ReadonlyMap<string, number>;
+	readonly bySecond: number[];
+	last: {readonly at: number; readonly from: string} | undefined;
+	/** Each peer's arrivals since the signal, and the last one's time. */
+	readonly peers: Map<string, {count: number; lastAt: number}>;
+	total: number;
+}
+
+export class Arrivals {
+	private readonly counters = new Map<string, PeerCounter>();
+	/** Connections of health checkers, and peers past MAX_PEERS: not told apart. */
+	private readonly ignored: PeerCounter = {n: 0};
+	private readonly other: PeerCounter = {n: 0};
+	private snapshots: Snapshot[] = [];
+	private timer: Timer | undefined;
+	private after: AfterSignal | undefined;
+	/** Bumped on each change after the signal: the reports go out when it moved. */
+	private version = 0;
+	/** When the first request was counted: the rate's start in a process younger than the window. */
+	private startedAt: number | undefined;
+
+	/** `clock`: one whose timers do not keep the process alive (clock.ts `inBackground`). */
+	constructor(private readonly clock: Clock) {}
+
+	private now(): number {
+		return this.clock.now();
+	}
+
+	/**
+	 * From the signal on, per app request that arrives. `address` and
+	 * `userAgent` are read here only: the serving path never pays for them.
+	 */
+	arrived(address: string | undefined, userAgent: string | undefined): void {
+		const {after} = this;
+		if (after === undefined || isHealthChecker(userAgent)) {
+			return;
+		}
+
+		const at = this.now();
+		const from = peerName(address);
+		const second = Math.max(0, Math.floor((at - after.startedAt) / 1000));
+		while (after.bySecond.length <= second) {
+			after.bySecond.push(0);
+		}
+
+		after.bySecond[second]!++;
+		after.last = {at, from};
+		after.total++;
+		const key = this.counters.has(from) || after.peers.has(from) || after.peers.size < MAX_PEERS ? from : OTHER_PEERS;
+		const peer = after.peers.get(key);
+		if (peer) {
+			peer.count++;
+			peer.lastAt = at;
+		} else {
+			after.peers.set(key, {count: 1, lastAt: at});
+		}
+
+		this.version++;
+	}
+
+	/** The signal: each peer's rate over the RATE_WINDOW_MS before it is fixed, and the arrivals count from here. */
+	begin(): void {
+		if (this.after) {
+			return;
+		}
+
+		const now = this.now();
+		this.clock.clear(this.timer);
+		const current = this.totals();
+		// The oldest snapshot still inside the window; the process's start if younger.
+		const base = this.snapshots.find(snapshot => now - snapshot.at <= RATE_WINDOW_MS + SNAPSHOT_EVERY_MS / 2) ?? {at: this.startedAt ?? now, counts: new Map()};
+		const seconds = Math.max(1, (now - base.at) / 1000);
+		const rates = new Map<string, number>();
+		for (const [peer, total] of current) {
+			const count = total - (base.counts.get(peer) ?? 0);
+			if (count > 0) {
+				rates.set(peer, count / seconds);
+			}
+		}
+
+		this.after = {startedAt: now, rates, bySecond: [], last: undefined, peers: new Map(), total: 0};
+		this.version++;
+	}
+
+	/** Changes with every report-worthy change: the progress reports compare it. */
+	get changes(): number {
+		return this.version;
+	}
+
+	/** What the worker tells the primary (protocol.ts `ArrivalsReport`); undefined before the signal. */
+	report(): ArrivalsReport | undefined {
+		const {after} = this;
+		if (after === undefined) {
+			return undefined;
+		}
+
+		const peers: PeerArrivals[] = [];
+		const names = new Set([...after.rates.keys(), ...after.peers.keys()]);
+		for (const name of names) {
+			const since = after.peers.get(name);
+			peers.push({
+				peer: name,
+				ratePerSecond: Math.round((after.rates.get(name) ?? 0) * 1000) / 1000,
+				count: since?.count ?? 0,
+				lastMs: since === undefined ? null : Math.round(since.lastAt - after.startedAt),
+			});
+		}
+
+		return {
+			total: after.total,
+			bySecond: [...after.bySecond],
+			lastMs: after.last ? Math.round(after.last.at - after.startedAt) : null,
+			lastFrom: after.last?.from ?? null,
+			peers: peers.slice(0, MAX_PEERS + 1),
+		};
+	}
+
+	/** Stops the snapshot timer (a filter taken off, the process leaving). */
+	stop(): void {
+		this.clock.clear(this.timer);
+	}
+
+	/** A connection's first request while serving: its peer's counter, kept on it. */
+	counterFor(owner: Counted, address: string | undefined, userAgent: string | undefined): PeerCounter {
+		if (this.timer === undefined && this.after === undefined) {
+			this.startedAt = this.now();
+			this.timer = this.clock.setInterval(() => {
+				this.snapshot();
+			}, SNAPSHOT_EVERY_MS);
+		}
+
+		let counter: PeerCounter;
+		if (isHealthChecker(userAgent)) {
+			counter = this.ignored;
+		} else {
+			const name = peerName(address);
+			counter = this.counters.get(name) ?? (this.counters.size < MAX_PEERS ? {n: 0} : this.other);
+			if (counter !== this.other) {
+				this.counters.set(name, counter);
+			}
+		}
+
+		owner[PEER_COUNTER] = counter;
+		return counter;
+	}
+
+	private totals(): Map<string, number> {
+		const totals = new Map<string, number>();
+		for (const [name, counter] of this.counters) {
+			totals.set(name, counter.n);
+		}
+
+		if (this.other.n > 0) {
+			totals.set(OTHER_PEERS, this.other.n);
+		}
+
+		return totals;
+	}
+
+	private snapshot(): void {
+		const now = this.now();
+		this.snapshots.push({at: now, counts: this.totals()});
+		// Keep what the window needs: the newest snapshot older than it, and those after.
+		while (this.snapshots.length > 1 && now - this.snapshots[1]!.at >= RATE_WINDOW_MS) {
+			this.snapshots.shift();
+		}
+	}
+}

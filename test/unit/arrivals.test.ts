@@ -1,0 +1,118 @@
+// Arrival telemetry and the adaptive reject period's rule: the worker's counts
+// (src/worker/arrivals.ts), their sum over the workers and the rule itself
+// (src/primary/arrivals.ts).
+import test from 'ava';
+import {decide, mergeArrivals, quietWindowMs, type ArrivalFigures} from '../../src/primary/arrivals.js';
+import {Arrivals, MAX_PEERS, PEER_COUNTER, peerName, type Counted} from '../../src/worker/arrivals.js';
+import {FakeClock} from '../helpers/fakes.js';
+
+function worker() {
+	const clock = new FakeClock();
+	const arrivals = new Arrivals(clock);
+	/** A request while serving on `socket`, as the filters count it. */
+	const serve = (socket: Counted, address: string, userAgent?: string): void => {
+		(socket[PEER_COUNTER] ?? arrivals.counterFor(socket, address, userAgent)).n++;
+	};
+
+	return {clock, arrivals, serve};
+}
+
+test('while serving: one counter per peer, found on a connection\'s first request; the rate before the signal is per second over the last 60 s', t => {
+	const {clock, arrivals, serve} = worker();
+	const lb1 = {};
+	const lb2 = {};
+	const probe = {};
+	for (let second = 0; second < 120; second++) {
+		// LB 1: 10 requests a second on one kept-alive connection; LB 2 from the 60th second on, 2 a second.
+		for (let i = 0; i < 10; i++) {
+			serve(lb1, '::ffff:10.0.0.1');
+		}
+
+		if (second >= 60) {
+			serve(lb2, '10.0.0.2');
+			serve(lb2, '10.0.0.2');
+		}
+
+		serve(probe, '10.0.0.3', 'kube-probe/1.30');
+		clock.advance(1000);
+	}
+
+	arrivals.begin();
+	const report = arrivals.report()!;
+	const rates = Object.fromEntries(report.peers.map(peer => [peer.peer, peer.ratePerSecond]));
+	t.is(Math.round(rates['10.0.0.1']!), 10, 'IPv4 without its IPv6 mapping');
+	t.is(Math.round(rates['10.0.0.2']!), 2);
+	t.is(rates['10.0.0.3'], undefined, 'a health checker\'s connection is not a peer');
+	t.deepEqual({total: report.total, lastMs: report.lastMs, lastFrom: report.lastFrom, bySecond: report.bySecond}, {total: 0, lastMs: null, lastFrom: null, bySecond: []});
+});
+
+test('after the signal: each app request by second and by peer; health checkers by User-Agent are not app requests', t => {
+	const {clock, arrivals} = worker();
+	arrivals.arrived('10.0.0.1', undefined);
+	t.is(arrivals.report(), undefined, 'nothing counted before the signal');
+	arrivals.begin();
+	const before = arrivals.changes;
+	arrivals.arrived('10.0.0.1', 'curl/8');
+	clock.advance(1500);
+	arrivals.arrived('10.0.0.2', undefined);
+	arrivals.arrived('10.0.0.9', 'ELB-HealthChecker/2.0');
+	clock.advance(1000);
+	arrivals.arrived('::ffff:10.0.0.1', undefined);
+	t.true(arrivals.changes > before);
+	t.like(arrivals.report(), {total: 3, bySecond: [1, 1, 1], lastMs: 2500, lastFrom: '10.0.0.1'});
+	t.deepEqual(arrivals.report()!.peers.map(peer => [peer.peer, peer.count, peer.lastMs]), [['10.0.0.1', 2, 2500], ['10.0.0.2', 1, 1500]]);
+});
+
+test('past MAX_PEERS, the peers share one counter named other', t => {
+	const {arrivals, serve} = worker();
+	for (let i = 0; i < MAX_PEERS + 10; i++) {
+		serve({}, `10.1.${Math.floor(i / 250)}.${i % 250}`);
+	}
+
+	arrivals.begin();
+	const peers = arrivals.report()!.peers;
+	t.is(peers.length, MAX_PEERS + 1);
+	t.truthy(peers.find(peer => peer.peer === 'other'));
+	t.is(peerName(undefined), 'local');
+});
+
+const figures = (overrides: Partial<ArrivalFigures>): ArrivalFigures => ({total: 0, bySecond: [], lastMs: null, lastFrom: null, peers: [], ...overrides});
+
+test('merge: seconds summed, the latest arrival wins, a peer\'s rate summed over the workers it reached', t => {
+	const merged = mergeArrivals([
+		{total: 3, bySecond: [2, 1], lastMs: 1200, lastFrom: 'a', peers: [{peer: 'a', ratePerSecond: 5, count: 3, lastMs: 1200}]},
+		undefined,
+		{total: 2, bySecond: [0, 0, 2], lastMs: 2100, lastFrom: 'b', peers: [{peer: 'a', ratePerSecond: 5, count: 0, lastMs: null}, {peer: 'b', ratePerSecond: 1, count: 2, lastMs: 2100}]},
+	]);
+	t.deepEqual(merged, {
+		total: 5,
+		bySecond: [2, 1, 2],
+		lastMs: 2100,
+		lastFrom: 'b',
+		peers: [{peer: 'a', ratePerSecond: 10, count: 3, lastMs: 1200}, {peer: 'b', ratePerSecond: 1, count: 2, lastMs: 2100}],
+	});
+});
+
+test('quiet window: ln(1000)/rate, at least 1 s', t => {
+	t.is(Math.round(quietWindowMs(1)), 6908);
+	t.is(quietWindowMs(100), 1000);
+	t.is(quietWindowMs(0), 0);
+});
+
+test('the rule: the floor, a recent arrival, a stale worker, each peer\'s quiet window, too many peers', t => {
+	const base = {rejectStartMs: 0, staleWorkers: 0};
+	// A busy peer (100/s: window 1 s) silent since 1.2 s; a slow one (1/s: window 6.9 s) silent since the signal.
+	const busy = {peer: 'lb1', ratePerSecond: 100, count: 120, lastMs: 1200};
+	const slow = {peer: 'lb2', ratePerSecond: 1, count: 0, lastMs: null};
+	t.like(decide({...base, figures: figures({peers: [busy], lastMs: 1200}), nowMs: 1900}), {end: false, why: 'floor'});
+	t.like(decide({...base, figures: figures({peers: [busy], lastMs: 1200}), nowMs: 2600}), {end: false, why: 'recent-arrival'}, 'the figures lag: 1 s of silence must be known');
+	t.like(decide({...base, figures: figures({peers: [busy], lastMs: 1200}), nowMs: 2800}), {end: true});
+	t.like(decide({...base, staleWorkers: 1, figures: figures({peers: [busy], lastMs: 1200}), nowMs: 5000}), {end: false, why: 'stale-report'});
+	t.like(decide({...base, figures: figures({peers: [busy, slow], lastMs: 1200}), nowMs: 5000}), {end: false, why: 'peer'}, 'a slow peer keeps it open');
+	const decision = decide({...base, figures: figures({peers: [busy, slow], lastMs: 1200}), nowMs: 7500});
+	t.like(decision, {end: true});
+	t.deepEqual(decision.peers.map(peer => [peer.peer, peer.quietMs]), [['lb1', 1000], ['lb2', 6908]]);
+	t.like(decide({...base, figures: figures({peers: [{peer: 'other', ratePerSecond: 500, count: 0, lastMs: null}]}), nowMs: 15_000}), {end: false, why: 'too-many-peers'});
+	// A peer new since the signal: its rate since then.
+	t.like(decide({...base, figures: figures({peers: [{peer: 'new', ratePerSecond: 0, count: 4, lastMs: 3000}], lastMs: 3000}), nowMs: 4600}), {end: false, why: 'peer'});
+});
