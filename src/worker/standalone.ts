@@ -65,7 +65,15 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 		reported = true;
 		const hooksFailed = (summary.hooksFailed ?? 0) + (appExit === 0 ? 0 : 1);
 		const code = hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK;
-		const fields = {...summary, hooksFailed, outcome: code === ExitCode.OK ? 'clean' : 'hooks-failed', exitCode: code};
+		// Standalone has one process: its arrivals are all of them (no adaptive end: that is the primary's).
+		const arrivals = drain.arrivals.report();
+		const fields = {
+			...summary,
+			hooksFailed,
+			...(arrivals ? {lastArrivalMs: arrivals.lastMs, lastArrivalFrom: arrivals.lastFrom, arrivals: arrivals.total, arrivalsBySecond: arrivals.bySecond} : {}),
+			outcome: code === ExitCode.OK ? 'clean' : 'hooks-failed',
+			exitCode: code,
+		};
 		if (code === ExitCode.OK) {
 			logger.info(fields, 'drain finished');
 		} else {
