@@ -12,6 +12,7 @@
  * Here: the options table and how yargs reads it. The values' parsers are in
  * values.ts, finding the script in script.ts.
  */
+import {readFileSync} from 'node:fs';
 import yargs from 'yargs';
 import {UsageError} from './errors.js';
 import {EXIT_CODE_MEANINGS, ExitCode} from './exit-codes.js';
@@ -111,6 +112,16 @@ function exitCodeTable(width: number): string {
 	return ['Exit codes:', ...rows].join('\n');
 }
 
+/** graceful-cluster's own version, from the package.json it was installed with (two levels above dist/src/). */
+function ownVersion(): string {
+	try {
+		const {version} = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {version?: unknown};
+		return typeof version === 'string' ? version : 'unknown';
+	} catch {
+		return 'unknown';
+	}
+}
+
 function parser(argv: readonly string[]) {
 	const width = helpWidth();
 	const options = Object.fromEntries(Object.entries(OPTIONS).map(([name, spec]) => [name, {
@@ -119,7 +130,7 @@ function parser(argv: readonly string[]) {
 		...(spec.default === undefined ? {} : {default: spec.default}),
 		// Types and defaults are ours (yargs would label every option [string]): see hide-types.
 		// (a no-break space keeps the two labels on one line when the text wraps)
-		description: `${spec.description}  [${spec.kind}]\u00A0[default: ${spec.defaultText ?? spec.default}]`,
+		description: `${spec.description}  [${spec.kind === 'switch' ? 'on|off' : spec.kind}]\u00A0[default: ${spec.defaultText ?? spec.default}]`,
 	}]));
 	const y = yargs([...argv])
 		.scriptName('graceful-cluster')
@@ -134,7 +145,9 @@ function parser(argv: readonly string[]) {
 		.options(options)
 		.help('help', 'show this help and exit')
 		.alias('help', 'h')
-		.version()
+		// Ours, not the nearest package.json's: yargs would print the app's version
+		// once graceful-cluster is installed in it.
+		.version(ownVersion())
 		.alias('version', 'v')
 		.describe('version', 'print the version and exit')
 		.epilog(`Durations: 500ms, 20s, 2m or a bare number of seconds. Every option can be set as ${ENV_PREFIX}_<OPTION> (e.g. ${ENV_PREFIX}_REJECT_PERIOD=20s); flags win. --help and --version are flags only. Docs: README.md.\n\n${exitCodeTable(width)}`)

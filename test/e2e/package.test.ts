@@ -2,7 +2,7 @@
 // its bin, loaded by ES module and CommonJS apps through `graceful-cluster/worker`.
 import test from 'ava';
 import {execFileSync} from 'node:child_process';
-import {mkdtempSync, rmSync, writeFileSync} from 'node:fs';
+import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import {url} from '../../testkit/net.js';
@@ -14,7 +14,8 @@ const app = mkdtempSync(path.join(os.tmpdir(), 'gc-user-app-'));
 test.before(() => {
 	const npm = (args: string[], cwd: string) => execFileSync('npm', args, {cwd, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8'});
 	const tarball = npm(['pack', '--silent', '--ignore-scripts', '--pack-destination', app], ROOT).trim().split('\n').pop()!;
-	writeFileSync(path.join(app, 'package.json'), JSON.stringify({name: 'user-app', private: true}));
+	// A version of its own: `--version` must not print it (yargs reads the nearest package.json).
+	writeFileSync(path.join(app, 'package.json'), JSON.stringify({name: 'user-app', version: '7.7.7', private: true}));
 	npm(['install', '--no-audit', '--no-fund', '--prefer-offline', path.join(app, tarball)], app);
 	writeFileSync(path.join(app, 'server.mjs'), `
 import http from 'node:http';
@@ -30,6 +31,14 @@ const server = http.createServer((request, response) => response.end('cjs'));
 attach(server).onShutdown(() => console.log(JSON.stringify({msg: 'user hook', kind: 'cjs'})));
 server.listen(0);
 `);
+});
+
+test('installed package: --version prints graceful-cluster\'s own version, not the app\'s, from the app\'s directory', t => {
+	const own = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {version: string}).version;
+	const bin = path.join(app, 'node_modules/.bin/graceful-cluster');
+	const printed = execFileSync(process.execPath, [bin, '--version'], {cwd: app, encoding: 'utf8'}).trim();
+	t.is(printed, own);
+	t.not(printed, '7.7.7');
 });
 
 test.after.always(() => {
