@@ -165,6 +165,11 @@ export class ProcessDrain {
 		return filter;
 	}
 
+	/** A readiness check failed (readiness.ts): why, for the log only; the probe's 503 names the check. */
+	logFailedChecks(failures: readonly string[]): void {
+		this.logger.warn({failures}, 'readiness checks failed');
+	}
+
 	/** Takes the filter off its server (`handle.detach()`); its requests still count in `requests`. */
 	removeServer(filter: ServerFilter): void {
 		filter.uninstall();

@@ -181,7 +181,11 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 	}
 
 	// Made first: checks that are not functions throw before the server is filtered.
-	const readiness = options.readinessChecks === undefined ? undefined : new Readiness(options.readinessChecks, workerSettingsFromEnv(process.env).checkTimeoutMs);
+	const readiness = options.readinessChecks === undefined
+		? undefined
+		: new Readiness(options.readinessChecks, workerSettingsFromEnv(process.env).checkTimeoutMs, failures => {
+			drain.logFailedChecks(failures);
+		});
 	const filter = drain.addServer(server, warmup ? warmup.probeFor(readiness) : readiness);
 	warmup?.add(server, readiness);
 

@@ -3,7 +3,9 @@
  *
  * While serving, the readiness probe runs every check at once, each bounded by
  * `--check-timeout`, and answers 200 when all pass, 503 naming each failing one
- * and why when any throws, rejects, returns `false` or times out. Probes that
+ * when any throws, rejects, returns `false` or times out. Why it failed goes to
+ * the worker's log (once per change), never to the client: an error's text can
+ * carry a connection string. Probes that
  * arrive while a run is in progress share it: a kubelet and a load balancer
  * probing every second must not multiply the load on a database that is
  * already slow. During a drain the request filter answers 503 at once, without
@@ -23,20 +25,28 @@ export type ReadinessChecks = Readonly<Record<string, ReadinessCheck>>;
 
 export interface ReadinessResult {
 	readonly ok: boolean;
-	/** `name: why`, one per failing check, in the order given. */
+	/** `name: why`, one per failing check, in the order given: for the log and the primary, never for a client. */
 	readonly failures: readonly string[];
+	/** The failing checks' names alone: what a probe's 503 says. */
+	readonly failing: readonly string[];
 }
 
-async function runOne(name: string, check: ReadinessCheck, timeoutMs: number): Promise<string | undefined> {
+/** A failing check: its name, and why (what it threw, `returned false`, the timeout). */
+interface CheckFailure {
+	readonly name: string;
+	readonly why: string;
+}
+
+async function runOne(name: string, check: ReadinessCheck, timeoutMs: number): Promise<CheckFailure | undefined> {
 	const ran = (async () => {
 		try {
 			const result = await check();
-			return result === false ? `${name}: returned false` : undefined;
+			return result === false ? {name, why: 'returned false'} : undefined;
 		} catch (error) {
-			return `${name}: ${String(error)}`;
+			return {name, why: String(error)};
 		}
 	})();
-	return withTimeout(ran, timeoutMs, () => `${name}: timed out after ${timeoutMs} ms`);
+	return withTimeout(ran, timeoutMs, () => ({name, why: `timed out after ${timeoutMs} ms`}));
 }
 
 /** What a readiness probe runs: the checks (`Readiness`), or a stand-in for them (warmup.ts). */
@@ -47,8 +57,11 @@ export interface ReadinessProbe {
 
 export class Readiness implements ReadinessProbe {
 	private running: Promise<ReadinessResult> | undefined;
+	/** The failures last logged: a failure is logged when it changes, not on every probe. */
+	private logged = '';
 
-	constructor(private readonly checks: ReadinessChecks, private readonly timeoutMs: number) {
+	/** `log`: where a failing check's reason goes (the worker's log); a probe's 503 names the check only. */
+	constructor(private readonly checks: ReadinessChecks, private readonly timeoutMs: number, private readonly log?: (failures: readonly string[]) => void) {
 		for (const [name, check] of Object.entries(checks)) {
 			if (typeof check !== 'function') {
 				throw new TypeError(`graceful-cluster: readinessChecks.${name} is not a function; give a function that throws, rejects or returns false when not ready.`);
@@ -58,11 +71,13 @@ export class Readiness implements ReadinessProbe {
 
 	/**
 	 * For a readiness probe: undefined when every check passed, otherwise the
-	 * 503's body, one `name: why` line per failing check.
+	 * 503's body, one `name: not ready` line per failing check. Why it failed
+	 * (an error's text may hold a connection string, a password) goes to the
+	 * log instead, whoever asks.
 	 */
 	async probe(): Promise<Buffer | undefined> {
-		const {ok, failures} = await this.run();
-		return ok ? undefined : Buffer.from(`${failures.join('\n')}\n`);
+		const {ok, failing} = await this.run();
+		return ok ? undefined : Buffer.from(`${failing.map(name => `${name}: not ready`).join('\n')}\n`);
 	}
 
 	/** Runs every check, or joins the run in progress. */
@@ -70,8 +85,17 @@ export class Readiness implements ReadinessProbe {
 		this.running ??= (async () => {
 			try {
 				const outcomes = await Promise.all(Object.entries(this.checks).map(async ([name, check]) => runOne(name, check, this.timeoutMs)));
-				const failures = outcomes.filter((failure): failure is string => failure !== undefined);
-				return {ok: failures.length === 0, failures};
+				const failed = outcomes.filter((failure): failure is CheckFailure => failure !== undefined);
+				const failures = failed.map(({name, why}) => `${name}: ${why}`);
+				const text = failures.join('\n');
+				if (text !== this.logged) {
+					this.logged = text;
+					if (failures.length > 0) {
+						this.log?.(failures);
+					}
+				}
+
+				return {ok: failed.length === 0, failures, failing: failed.map(({name}) => name)};
 			} finally {
 				this.running = undefined;
 			}

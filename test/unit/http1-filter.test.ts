@@ -329,7 +329,7 @@ test('readiness checks (FilterOptions.readiness): run by the readiness probe whi
 	const {port} = server.address() as AddressInfo;
 	t.like(await client(url(port, '/readyz')), {statusCode: 200, body: 'ready\n'});
 	db.ok = false;
-	t.like(await client(url(port, '/readyz')), {statusCode: 503, body: 'db: returned false\n'});
+	t.like(await client(url(port, '/readyz')), {statusCode: 503, body: 'db: not ready\n'});
 	t.like(await client(url(port, '/livez')), {statusCode: 200});
 	t.is(db.runs, 2);
 	filter.setMode(Mode.DRAIN_SERVE);

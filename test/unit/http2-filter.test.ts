@@ -506,11 +506,11 @@ test('readiness checks run for HTTP/2 probes as for HTTP/1.1 ones on the same se
 	const h2 = connect(t, r.port, cert.cert);
 	t.like(await h2.request('/readyz'), {status: 200, body: 'ready\n'});
 	db.ok = false;
-	t.like(await h2.request('/readyz'), {status: 503, body: 'db: returned false\n'});
+	t.like(await h2.request('/readyz'), {status: 503, body: 'db: not ready\n'});
 	t.like(await h2.request('/readyz', {method: 'HEAD'}), {status: 503, body: ''});
 	const overHttp1 = await h1(`https://localhost:${r.port}/readyz`);
 	t.is(overHttp1.statusCode, 503);
-	t.is(overHttp1.body, 'db: returned false\n', 'one answer whatever the protocol');
+	t.is(overHttp1.body, 'db: not ready\n', 'one answer whatever the protocol');
 	t.like(await h2.request('/livez'), {status: 200}, 'liveness never runs them');
 	t.is(db.runs, 4);
 	r.filter.setMode(Mode.DRAIN_SERVE);

@@ -60,7 +60,7 @@ test('the readiness probe answers ready while warming (the other workers serve),
 	t.is(await probe.probe(), undefined);
 	warmup.stop();
 	t.false(warmup.warming);
-	t.regex(String(await probe.probe()), /db: returned false/);
+	t.regex(String(await probe.probe()), /db: not ready/);
 	t.is(warmup.probeFor(undefined), undefined, 'a server without checks answers ready anyway');
 });
 
