@@ -60,10 +60,15 @@ function rawServiceUnavailable(retryAfterSeconds: number, body: Buffer): Buffer 
 	]);
 }
 
-/** Answers an upgrade on its raw socket with `bytes`, then closes it. Node took its own listeners off the socket before emitting 'upgrade'. */
-function answerUpgrade(socket: Socket, bytes: Buffer): void {
+/**
+ * Answers an upgrade on its raw socket with `bytes`, then closes it; `written`
+ * once they were handed to the OS. Node took its own listeners off the socket
+ * before emitting 'upgrade'.
+ */
+function answerUpgrade(socket: Socket, bytes: Buffer, written?: () => void): void {
 	socket.on('error', ignoreError);
 	socket.end(bytes, () => {
+		written?.();
 		socket.destroy();
 	});
 }
@@ -350,12 +355,20 @@ export class RequestFilter implements ServerFilter {
 	}
 
 	/**
+	/** A drain 503 (or its event-stream form) was handed to the socket. */
+	private readonly countRejected = (): void => {
+		this.ledger.rejected++;
+	};
+
+	/**
 	 * The drain 503: `Connection: close`, `Retry-After`, and the promise that the
 	 * app never saw the request. A request for an event stream gets a 200 stream
 	 * that ends at once after `retry: <ms>` instead: EventSource never retries a 503.
 	 */
 	private reject(request: IncomingMessage, response: ServerResponse): void {
-		this.ledger.rejected++;
+		// Counted once written: a client that reset the connection (pipelining
+		// into a closing socket) never got it.
+		response.once('finish', this.countRejected);
 		this.options.onReject?.({method: request.method, path: request.url, remote: request.socket?.remoteAddress});
 		if (wantsEventStream(request.headers)) {
 			this.answerHere(request, response, 200, this.eventStreamHeaders, this.eventStreamBody);
@@ -426,9 +439,8 @@ export class RequestFilter implements ServerFilter {
 		}
 
 		if (this.mode === Mode.REJECT) {
-			this.ledger.rejected++;
 			this.options.onReject?.({method: request.method, path: request.url, remote: socket.remoteAddress});
-			answerUpgrade(socket, this.rejectUpgradeBytes);
+			answerUpgrade(socket, this.rejectUpgradeBytes, this.countRejected);
 			return true;
 		}
 
