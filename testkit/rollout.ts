@@ -572,7 +572,8 @@ export interface RunResult {
 	readonly durationMs: number;
 }
 
-async function waitReady(port: number, checkPath: string, pod: Proc, timeoutMs = 20_000): Promise<void> {
+/** Waits until `port` answers `checkPath` with 200; throws early (with its output) if `pod` exits. */
+export async function waitReady(port: number, checkPath: string, pod: Proc, timeoutMs = 20_000): Promise<void> {
 	await waitUntil(async () => {
 		if (pod.exit) {
 			throw new Error(`${pod.name} exited before it was ready: ${JSON.stringify(pod.exit)}\n${pod.output()}`);
