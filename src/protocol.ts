@@ -39,6 +39,20 @@ export interface RetireMessage {
 	readonly signal?: string;
 }
 
+/**
+ * Worker -> primary: something the operator should hear about once for the
+ * whole cluster, not once per worker. `socket.io-polling`: a connection's
+ * first request was socket.io's long-polling transport, which needs sticky
+ * sessions that node:cluster's round-robin cannot give.
+ */
+export interface NoticeMessage {
+	readonly type: 'notice';
+	readonly code: NoticeCode;
+}
+
+export const NOTICE_CODES = ['socket.io-polling'] as const;
+export type NoticeCode = (typeof NOTICE_CODES)[number];
+
 /** Worker -> primary: the app called `attach()`, so this worker drains itself. */
 export interface AttachedMessage {
 	readonly type: 'attached';
@@ -257,12 +271,12 @@ export interface EndRejectMessage {
 }
 
 export type ToWorker = LeaveMessage | MetricsRequestMessage | ServeNowMessage | EndRejectMessage;
-export type ToPrimary = AttachedMessage | NotReadyMessage | ReadyMessage | CoversMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
+export type ToPrimary = AttachedMessage | NotReadyMessage | ReadyMessage | NoticeMessage | CoversMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
 
 /** Every message type, by direction: a type left out of these is a compile error. */
 const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true, 'serve-now': true, 'end-reject': true};
-const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, 'not-ready': true, ready: true, covers: true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
+const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, 'not-ready': true, ready: true, notice: true, covers: true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
 /** What a worker accepts from the primary, and the primary from a worker (`parseMessage`'s `accept`). */
 export const TO_WORKER = Object.keys(TO_WORKER_TYPES) as ReadonlyArray<ToWorker['type']>;
 export const TO_PRIMARY = Object.keys(TO_PRIMARY_TYPES) as ReadonlyArray<ToPrimary['type']>;
@@ -277,7 +291,7 @@ export type Parsed<T> =
 	| {readonly kind: 'invalid'; readonly reason: string};
 
 /** A field's kind; `?`: it may be absent (added later: the other side may be an older copy). */
-type FieldKind = 'count' | 'text' | 'texts' | 'metrics' | 'count?' | 'signal?' | 'flag?' | 'arrivals?';
+type FieldKind = 'count' | 'text' | 'texts' | 'notice' | 'metrics' | 'count?' | 'signal?' | 'flag?' | 'arrivals?';
 /** The most `texts` one message may carry: failing readiness checks. */
 export const MAX_TEXTS = 32;
 const SIGNAL = /^SIG[A-Z0-9]{2,10}$/;
@@ -285,6 +299,7 @@ const SIGNAL = /^SIG[A-Z0-9]{2,10}$/;
 const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; readonly expected: string}> = {
 	count: {test: value => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0, expected: 'a non-negative integer'},
 	text: {test: value => typeof value === 'string' && value.length <= 4096, expected: 'a string of at most 4096 characters'},
+	notice: {test: value => (NOTICE_CODES as readonly unknown[]).includes(value), expected: `one of ${NOTICE_CODES.join(', ')}`},
 	texts: {test: value => Array.isArray(value) && value.length <= MAX_TEXTS && value.every(item => CHECKS.text.test(item)), expected: `an array of at most ${MAX_TEXTS} strings`},
 	metrics: {test: isMetricsJson, expected: `prom-client's getMetricsAsJSON() result (at most ${MAX_METRICS} metrics, ${MAX_METRIC_VALUES} values)`},
 	'count?': {test: value => value === undefined || CHECKS.count.test(value), expected: 'absent or a non-negative integer'},
@@ -300,6 +315,7 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	attached: {warming: 'flag?'},
 	'not-ready': {failures: 'texts'},
 	ready: {},
+	notice: {code: 'notice'},
 	covers: {address: 'text'},
 	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown}), FieldKind>,
 	hooks: {served: 'count', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?'},

@@ -118,6 +118,9 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		covers(record, message) {
 			record.covered.add(message.address);
 		},
+		notice() {
+			// For the operator, once: the primary's (index.ts).
+		},
 		inflight(record, message) {
 			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected, upgrades: message.upgrades, streams: message.streams, ...longLivedEnds(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
 		},

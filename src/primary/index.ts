@@ -38,6 +38,7 @@ import type {ClusterState, ClusterView} from './status.js';
 import {Watchdog} from './watchdog.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {Supervisor} from './supervisor.js';
+import type {NoticeCode} from '../protocol.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
 import {workerEnv} from '../worker-env.js';
 
@@ -134,6 +135,11 @@ export class Primary {
 		this.watchdog = new Watchdog(this.fleet, options, this.timers, logger);
 		// Only while running: a reload replaces every worker anyway, a drain takes them all.
 		this.recycler = new Recycler(this.fleet, this.replacer, options, edges.clock, logger, () => this.state.name === 'running');
+		this.fleet.on('message', (record, message) => {
+			if (message.type === 'notice') {
+				this.notice(record, message.code);
+			}
+		});
 		this.fleet.on('gone', () => {
 			if (this.state.name === 'stopping' && this.fleet.alive.length === 0) {
 				this.end(this.state.code);
@@ -278,6 +284,31 @@ export class Primary {
 		}, signal);
 		this.state = {name: 'draining', drain};
 		drain.start();
+	}
+
+	/** Told once for the cluster, whichever worker saw it first. */
+	private readonly noticed = new Set<NoticeCode>();
+
+	private notice(record: WorkerRecord, code: NoticeCode): void {
+		if (this.noticed.has(code)) {
+			return;
+		}
+
+		this.noticed.add(code);
+		switch (code) {
+			case 'socket.io-polling': {
+				if (this.options.workers > 1) {
+					this.logger.warn({worker: record.id, workers: this.options.workers}, 'socket.io long-polling under several workers: a client\'s polls land on other workers, which do not know its session. Set transports: [\'websocket\'] on the server and the client, or run one worker per process behind sticky sessions');
+				}
+
+				break;
+			}
+
+			default: {
+				const never: never = code;
+				throw new Error(`unknown notice ${String(never)}`);
+			}
+		}
 	}
 
 	private giveUp(record: WorkerRecord): void {

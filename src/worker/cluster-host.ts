@@ -34,6 +34,9 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 		covers(address) {
 			channel.send({type: 'covers', address});
 		},
+		notice(code) {
+			channel.send({type: 'notice', code});
+		},
 		hooksStarting(_counts, proceed) {
 			const {served, rejected, closedLongLived, longLivedCut} = drain.summary();
 			// Acknowledged before the first hook: a hook's process.exit() cannot

@@ -10,6 +10,7 @@ import type {WorkerSettings} from '../settings.js';
 import {drainableKind, type DrainableServer, type FilterOptions, type ServerFilter} from './filter.js';
 import {RequestFilter} from './http1-filter.js';
 import {Http2Filter, type Http2AnyServer} from './http2-filter.js';
+import type {NoticeCode} from '../protocol.js';
 import type {Arrivals} from './arrivals.js';
 import type {ReadinessProbe} from './readiness.js';
 
@@ -21,9 +22,10 @@ export interface FilterWiring {
 	readonly onIdle: () => void;
 	/** The process's arrival telemetry, shared by its filters. */
 	readonly arrivals: Arrivals;
+	readonly onNotice?: ((code: NoticeCode) => void) | undefined;
 }
 
-export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, readiness, onIdle, arrivals}: FilterWiring): ServerFilter {
+export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, readiness, onIdle, arrivals, onNotice}: FilterWiring): ServerFilter {
 	const options: FilterOptions = {
 		retryAfterSeconds: settings.retryAfterSeconds,
 		readinessPath: settings.readinessPath,
@@ -37,6 +39,7 @@ export function createFilter(server: DrainableServer, settings: WorkerSettings, 
 			: undefined,
 		onIdle,
 		arrivals,
+		onNotice,
 	};
 	// HTTP/2 ends connections with GOAWAY, not `Connection: close`: an adapter of its own.
 	if (drainableKind(server) === 'http2') {

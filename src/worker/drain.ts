@@ -20,7 +20,7 @@ import path from 'node:path';
 import {inBackground, systemClock, TimerGroup, type Clock, type Timer} from '../clock.js';
 import {copyCounts, sumCounts, type Counts} from '../counts.js';
 import type {Logger} from '../logger.js';
-import type {DrainSummary} from '../protocol.js';
+import type {DrainSummary, NoticeCode} from '../protocol.js';
 import type {WorkerSettings} from '../settings.js';
 import {rejectEndsAt, type Timeline} from '../timeline.js';
 import {createFilter} from './create-filter.js';
@@ -63,6 +63,8 @@ export interface DrainHost {
 	finish(summary: DrainSummary, exit: 'now' | 'own'): void;
 	/** An attached server listens on `address` (its port, or a socket's path). */
 	covers?(address: string): void;
+	/** Something for the primary to tell the operator once (protocol.ts `NoticeMessage`). */
+	notice?(code: NoticeCode): void;
 }
 
 
@@ -139,6 +141,7 @@ export class ProcessDrain {
 		const filter = createFilter(server, this.settings, {
 			logger: this.logger,
 			arrivals: this.arrivals,
+			onNotice: this.notice,
 			readiness,
 			onIdle: () => {
 				this.closeIfIdle();
@@ -164,6 +167,15 @@ export class ProcessDrain {
 		this.stopAccepting(filter);
 		return filter;
 	}
+
+	/** Each notice once per process: the primary says it once for the cluster. */
+	private readonly noticed = new Set<NoticeCode>();
+	private readonly notice = (code: NoticeCode): void => {
+		if (!this.noticed.has(code)) {
+			this.noticed.add(code);
+			this.host?.notice?.(code);
+		}
+	};
 
 	/** A readiness check failed (readiness.ts): why, for the log only; the probe's 503 names the check. */
 	logFailedChecks(failures: readonly string[]): void {

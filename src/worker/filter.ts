@@ -13,6 +13,7 @@ import type https from 'node:https';
 import net from 'node:net';
 import type {Counts} from '../counts.js';
 import type {DrainReason, LongLivedClosed} from './long-lived.js';
+import type {NoticeCode} from '../protocol.js';
 import type {Arrivals} from './arrivals.js';
 import type {ReadinessProbe} from './readiness.js';
 
@@ -53,6 +54,8 @@ export interface FilterOptions {
 	readonly readiness?: ReadinessProbe | undefined;
 	/** The process's arrival telemetry (arrivals.ts); the filter makes its own when absent (unit tests). */
 	readonly arrivals?: Arrivals | undefined;
+	/** Something for the primary to tell the operator once (protocol.ts `NoticeMessage`). */
+	readonly onNotice?: ((code: NoticeCode) => void) | undefined;
 	/** Called when a request is rejected; for logging. Unset, a rejection costs no call. */
 	readonly onReject?: ((request: RejectedRequest) => void) | undefined;
 	/**

@@ -24,10 +24,13 @@ import net, {type Socket} from 'node:net';
 import {claimServer, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
 import {claimLast, closeAfterLast, closeKeepingUnflushed, watchQueued} from './http1-connections.js';
 import {inBackground, systemClock} from '../clock.js';
-import {Arrivals, PEER_COUNTER, type Counted} from './arrivals.js';
+import {Arrivals, PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
 import {Ledger} from './ledger.js';
 import {eventStreamRetryBody, ignoreError, isEventStreamResponse, RETIRE_RETRY_MS, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
+
+/** socket.io's default path (its `path` option). */
+const SOCKET_IO_PATH = '/socket.io/';
 
 export const REJECT_BODY = Buffer.from('Service Unavailable: the server is shutting down, retry the request.\n');
 /** The body of a retiring worker's answer to a WebSocket handshake (`retireUpgrade`). */
@@ -321,7 +324,7 @@ export class RequestFilter implements ServerFilter {
 		// does sits behind it. Serving, a request costs its peer's counter (arrivals.ts).
 		if (this.mode === Mode.SERVING) {
 			const socket = request.socket as Counted;
-			(socket[PEER_COUNTER] ?? this.arrivals.counterFor(socket, request.socket.remoteAddress, request.headers['user-agent'])).n++;
+			(socket[PEER_COUNTER] ?? this.firstRequest(socket, request)).n++;
 		} else {
 			// What the load balancer sent, whatever the answer: a pipelined request dropped below included.
 			this.arrivals.arrived(request.socket?.remoteAddress, request.headers['user-agent']);
@@ -355,6 +358,22 @@ export class RequestFilter implements ServerFilter {
 	}
 
 	/**
+	/**
+	 * A connection's first request while serving: its peer's counter
+	 * (arrivals.ts), and a look at what kind of client it is. socket.io's
+	 * long-polling transport opens with `GET /socket.io/?...transport=polling`;
+	 * under several workers its later polls land on other workers, which do not
+	 * know its session (the primary warns once).
+	 */
+	private firstRequest(socket: Counted, request: IncomingMessage): PeerCounter {
+		const url = request.url ?? '';
+		if (url.startsWith(SOCKET_IO_PATH) && url.includes('transport=polling')) {
+			this.options.onNotice?.('socket.io-polling');
+		}
+
+		return this.arrivals.counterFor(socket, request.socket.remoteAddress, request.headers['user-agent']);
+	}
+
 	/** A drain 503 (or its event-stream form) was handed to the socket. */
 	private readonly countRejected = (): void => {
 		this.ledger.rejected++;

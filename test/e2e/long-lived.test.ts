@@ -220,3 +220,30 @@ test.serial('reload (SIGHUP): an event stream or a WebSocket handshake on a kept
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());
 });
+
+const POLLING_WARNING = 'socket.io long-polling under several workers: a client\'s polls land on other workers, which do not know its session. Set transports: [\'websocket\'] on the server and the client, or run one worker per process behind sticky sessions';
+
+test.serial('socket.io\'s long-polling transport under -w 2: one warning for the cluster, saying what to do; none under -w 1', async t => {
+	const poll = '/socket.io/?EIO=4&transport=polling';
+	const two = await startCluster(t, ['--reject-period', '300ms'], APP, {workers: 2});
+	// Each on a new connection: the round-robin spreads them over both workers.
+	for (let i = 0; i < 6; i++) {
+		// eslint-disable-next-line no-await-in-loop
+		await client(url(two.port, poll), {agent: {}, headers: {connection: 'close'}});
+	}
+
+	await two.waitForLog(POLLING_WARNING);
+	two.kill('SIGTERM');
+	t.is((await two.exited).code, 0, two.text());
+	t.is(two.lines.filter(line => line.msg === POLLING_WARNING).length, 1, 'once for the cluster, not once per worker');
+
+	const one = await startCluster(t, ['--reject-period', '300ms'], APP, {workers: 1});
+	for (let i = 0; i < 3; i++) {
+		// eslint-disable-next-line no-await-in-loop
+		await client(url(one.port, poll), {agent: {}, headers: {connection: 'close'}});
+	}
+
+	one.kill('SIGTERM');
+	t.is((await one.exited).code, 0, one.text());
+	t.falsy(one.lines.find(line => line.msg === POLLING_WARNING), 'one worker: every poll reaches it');
+});
