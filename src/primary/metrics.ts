@@ -162,6 +162,27 @@ export class ClusterMetrics {
 	/** Starts of this slot after its first worker. */
 	restartsOf = (slot: number): number => this.restarts.get(slot) ?? 0;
 
+	/** App metric names already warned about (once each): they collide with ours. */
+	private readonly collisions = new Set<string>();
+
+	/**
+	 * False for an app metric named with our prefix: two series of one name
+	 * would make the whole scrape invalid for Prometheus, so it is left out,
+	 * and the log says so once.
+	 */
+	private isAppsOwn(name: string): boolean {
+		if (!name.startsWith(PREFIX)) {
+			return true;
+		}
+
+		if (!this.collisions.has(name)) {
+			this.collisions.add(name);
+			this.logger.warn({metric: name, prefix: PREFIX}, 'an app metric uses graceful-cluster\'s prefix; it is left out of /metrics: rename it');
+		}
+
+		return false;
+	}
+
 	/** The whole `/metrics` text: ours, the primary's process metrics, then the app's aggregated. */
 	async scrape(): Promise<string> {
 		await this.askWorkers();
@@ -170,7 +191,7 @@ export class ClusterMetrics {
 		try {
 			const snapshot = this.app.snapshot();
 			if (snapshot.length > 0) {
-				const aggregated = client.AggregatorRegistry.aggregate(snapshot.map(metrics => metrics.filter(metric => !metric.name.startsWith(PREFIX))) as never);
+				const aggregated = client.AggregatorRegistry.aggregate(snapshot.map(metrics => metrics.filter(metric => this.isAppsOwn(metric.name))) as never);
 				app = await aggregated.metrics();
 			}
 		} catch (error) {

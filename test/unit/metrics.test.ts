@@ -133,7 +133,7 @@ test('pretty: JSON that pino-pretty chokes on (a level that is an object) passes
 // The primary's own metrics, on fake workers.
 function cluster(workers = 2) {
 	const edges = fakeEdges();
-	const {logger} = captureLogger();
+	const {logger, lines} = captureLogger();
 	const sink = {write() {}};
 	const options: PrimaryOptions = {
 		...DEFAULT_PRIMARY_OPTIONS,
@@ -149,7 +149,7 @@ function cluster(workers = 2) {
 		worker.attach().listen();
 	}
 
-	return {edges, primary, metrics, workers: edges.cluster.workers};
+	return {edges, primary, metrics, lines, workers: edges.cluster.workers};
 }
 
 /** Answers every metrics request the worker has received and not yet answered. */
@@ -176,6 +176,32 @@ test('a worker just forked (a reload\'s new worker) is not asked: the scrape doe
 	t.is(sample(text, 'app_hits_total{route="/"}'), 7);
 	t.is(sample(text, 'graceful_cluster_metrics_scrape_failures_total'), 0);
 	t.false(candidate.received.some(message => message['type'] === 'metrics-request'), 'not asked before it attached');
+});
+
+test('an app metric named with our prefix is left out (two series of one name would spoil the scrape) and named in the log, once', async t => {
+	const {metrics, lines, workers} = cluster();
+	const withOurs = async (): Promise<MetricJson[]> => {
+		const register = new client.Registry();
+		new client.Counter({name: 'graceful_cluster_worker_starts_total', help: 'the app\'s own', registers: [register]}).inc(5);
+		return [...await workerRegistry(1, 1), ...JSON.parse(JSON.stringify(await register.getMetricsAsJSON())) as MetricJson[]];
+	};
+
+	for (let round = 0; round < 2; round++) {
+		const answered = new Set<unknown>();
+		const scrape = metrics.scrape();
+		for (const worker of workers) {
+			// eslint-disable-next-line no-await-in-loop
+			answer(worker, await withOurs(), answered);
+		}
+
+		// eslint-disable-next-line no-await-in-loop
+		const text = await scrape;
+		t.is(text.match(/^# TYPE graceful_cluster_worker_starts_total /gm)?.length, 1, 'ours alone');
+		t.is(sample(text, 'app_hits_total{route="/"}'), 2);
+	}
+
+	const warnings = lines.filter(line => line.msg === 'an app metric uses graceful-cluster\'s prefix; it is left out of /metrics: rename it');
+	t.deepEqual(warnings.map(line => line['metric']), ['graceful_cluster_worker_starts_total'], 'once, however many scrapes and workers');
 });
 
 test('a worker that does not answer makes the scrape partial, not failed: its last values count, the failure is counted', async t => {
