@@ -26,7 +26,11 @@ export interface LoggerOptions {
  * lines and the workers' forwarded lines through one such writer per stream, so
  * a line can never land inside another that is still being written.
  */
-export const syncWriter = (fd: 1 | 2): DestinationStream => pino.destination({dest: fd, sync: true});
+/**
+ * Synchronous, in buffer mode: pino's lines are strings, the workers' output
+ * passed through (primary/output.ts) is bytes, written as they are.
+ */
+export const syncWriter = (fd: 1 | 2): DestinationStream & {write(data: string | Buffer): unknown} => pino.destination({dest: fd, sync: true, contentMode: 'buffer'});
 
 export function createLogger({role, level, workerId, destination}: LoggerOptions): Logger {
 	return pino({

@@ -63,16 +63,25 @@ export function prettyLine(prettify: Prettify, line: string): string | undefined
 export class PrettySink implements LineSink, DestinationStream {
 	constructor(private readonly target: LineSink, private readonly prettify: Prettify) {}
 
-	write(text: string): void {
-		const lines = text.split('\n');
-		// Text after the last newline (a piece of an overlong line) goes out as it is.
-		const tail = lines.pop() ?? '';
-		let out = '';
-		for (const line of lines) {
-			out += prettyLine(this.prettify, line) ?? `${line}\n`;
+	/**
+	 * Each whole line that is a JSON log line is pretty-printed; any other line,
+	 * and bytes after the last newline (a piece of an overlong line), go out as
+	 * they came, byte for byte.
+	 */
+	write(data: string | Buffer): void {
+		const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+		const out: Buffer[] = [];
+		let start = 0;
+		for (let end = bytes.indexOf(0x0A); end !== -1; end = bytes.indexOf(0x0A, start)) {
+			const line = bytes.subarray(start, end + 1);
+			// Only what starts like a JSON object is worth decoding: the rest is the app's, as it is.
+			const pretty = line[0] === 0x7B ? prettyLine(this.prettify, line.subarray(0, -1).toString('utf8')) : undefined;
+			out.push(pretty === undefined ? line : Buffer.from(pretty));
+			start = end + 1;
 		}
 
-		this.target.write(out + tail);
+		out.push(bytes.subarray(start));
+		this.target.write(Buffer.concat(out));
 	}
 }
 

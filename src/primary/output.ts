@@ -8,23 +8,28 @@
  */
 import type {Readable} from 'node:stream';
 
-/** Anything with a synchronous `write`: the primary passes pino's sync destinations. */
+/**
+ * Anything with a synchronous `write`: the primary passes pino's sync
+ * destinations, in buffer mode, so a worker's bytes go out as they came (text
+ * that is not UTF-8 included), and its own log lines as strings.
+ */
 export interface LineSink {
-	write(text: string): unknown;
+	write(data: string | Buffer): unknown;
 }
 
 /** A line longer than this is written in pieces rather than held in memory. */
 const MAX_LINE = 1024 * 1024;
+const NEWLINE = 0x0A;
+const EMPTY = Buffer.alloc(0);
 
 export class LineForwarder {
-	private pending = '';
+	private pending: Buffer<ArrayBufferLike> = EMPTY;
 
 	constructor(private readonly target: LineSink, private readonly onLine?: (line: string) => void) {}
 
 	/** Resolves once the source has ended (its last line passed on) or failed. */
 	attach(source: Readable): Promise<void> {
-		source.setEncoding('utf8');
-		source.on('data', (chunk: string) => {
+		source.on('data', (chunk: Buffer) => {
 			this.push(chunk);
 		});
 		return new Promise(resolve => {
@@ -40,17 +45,19 @@ export class LineForwarder {
 		});
 	}
 
-	push(chunk: string): void {
-		let text = this.pending + chunk;
-		const last = text.lastIndexOf('\n');
+	/** Bytes, as the worker wrote them; a string is taken as UTF-8. */
+	push(chunk: Buffer | string): void {
+		let bytes: Buffer<ArrayBufferLike> = this.pending.length === 0 ? Buffer.from(chunk) : Buffer.concat([this.pending, Buffer.from(chunk)]);
+		const last = bytes.lastIndexOf(NEWLINE);
 		if (last === -1) {
-			this.pending = text;
+			this.pending = bytes;
 		} else {
-			const complete = text.slice(0, last + 1);
-			this.pending = text.slice(last + 1);
+			const complete = bytes.subarray(0, last + 1);
+			this.pending = bytes.subarray(last + 1);
 			this.target.write(complete);
 			if (this.onLine) {
-				for (const line of complete.split('\n')) {
+				// Decoded for reading only (the crash report, a hung worker's stack); what went out is the bytes.
+				for (const line of complete.toString('utf8').split('\n')) {
 					if (line !== '') {
 						this.onLine(line);
 					}
@@ -59,19 +66,19 @@ export class LineForwarder {
 		}
 
 		if (this.pending.length > MAX_LINE) {
-			text = this.pending;
-			this.pending = '';
-			this.target.write(text);
-			this.onLine?.(text);
+			bytes = this.pending;
+			this.pending = EMPTY;
+			this.target.write(bytes);
+			this.onLine?.(bytes.toString('utf8'));
 		}
 	}
 
 	flush(): void {
-		if (this.pending !== '') {
-			const text = this.pending;
-			this.pending = '';
-			this.target.write(`${text}\n`);
-			this.onLine?.(text);
+		if (this.pending.length > 0) {
+			const bytes = this.pending;
+			this.pending = EMPTY;
+			this.target.write(Buffer.concat([bytes, Buffer.from('\n')]));
+			this.onLine?.(bytes.toString('utf8'));
 		}
 	}
 }

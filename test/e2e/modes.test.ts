@@ -1,7 +1,8 @@
 // CommonJS apps, standalone mode (plain `node server.js`), and the app's own IPC traffic.
+import {spawnSync} from 'node:child_process';
 import test from 'ava';
 import {url} from '../../testkit/net.js';
-import {fixture, start, startCluster} from '../helpers/cluster.js';
+import {CLI, fixture, start, startCluster} from '../helpers/cluster.js';
 import {client} from '../helpers/http.js';
 
 test('a CommonJS app require()s the helper and drains the same way', async t => {
@@ -88,4 +89,13 @@ test('the app\'s own IPC messages, even ones shaped like ours, neither crash nor
 	t.is((await app.exited).code, 0, app.text());
 	// The app's own message listener sees our drain message; documented in README.
 	t.like(app.lines.find(line => line.msg === 'fixture got message')?.['message'], {gracefulCluster: {v: 1, type: 'drain'}});
+});
+
+test('a worker\'s output that is not UTF-8 comes out byte for byte, in JSON and in pretty mode', t => {
+	for (const format of ['json', 'pretty']) {
+		const run = spawnSync(process.execPath, [CLI, '-w', '1', '--max-start-failures', '1', '--log-format', format, fixture('binary-output.mjs')], {timeout: 20_000});
+		t.is(run.status, 6, `${format}: the app never listens, so the cluster gives up`);
+		t.true(run.stdout.includes(Buffer.from([0xFF, 0xFE, 0x41, 0x0A])), `${format}: the bytes as the worker wrote them`);
+		t.false(run.stdout.includes(Buffer.from('\uFFFD')), `${format}: no replacement character`);
+	}
 });

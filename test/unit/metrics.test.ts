@@ -8,6 +8,7 @@ import {AppMetrics} from '../../src/primary/app-metrics.js';
 import {Primary} from '../../src/primary/index.js';
 import {DEFAULT_PRIMARY_OPTIONS, type PrimaryOptions} from '../../src/primary/options.js';
 import {chooseLogFormat, PrettySink, prettyLine, prettySink} from '../../src/primary/log-format.js';
+import {LineForwarder} from '../../src/primary/output.js';
 import {ClusterMetrics, METRICS_WAIT_MS} from '../../src/primary/metrics.js';
 import {clusterStatus} from '../../src/primary/status.js';
 import {MAX_METRICS, type MetricJson} from '../../src/metrics-json.js';
@@ -112,17 +113,36 @@ test('--log-format: JSON unless stdout is a terminal; NO_COLOR keeps pretty but 
 	t.deepEqual(chooseLogFormat('pretty', false, {}), {format: 'pretty', colorize: false});
 });
 
-test('pretty: JSON lines become one line each; the app\'s other output passes through untouched', t => {
+test('pretty: JSON lines become one line each; the app\'s other output passes through untouched, byte for byte', t => {
 	const out: string[] = [];
-	const sink = new PrettySink({write: (text: string) => out.push(text)}, line => `<${String(line['source'])}|${String(line['msg'])}>\n`);
+	const sink = new PrettySink({write: (data: string | Buffer) => out.push(String(data))}, line => `<${String(line['source'])}|${String(line['msg'])}>\n`);
 	sink.write('{"level":"info","role":"worker","worker":2,"pid":1,"msg":"hi"}\nplain text\n{"role":"primary","worker":3,"msg":"about"}\n{broken\npartial');
 	t.deepEqual(out, ['<worker 2|hi>\nplain text\n<primary|about>\n{broken\npartial'], 'one write; the piece after the last newline as it was');
 	t.is(prettyLine(() => 'x', '[1,2]'), undefined);
+	const bytes: Buffer[] = [];
+	const raw = new PrettySink({write: (data: string | Buffer) => bytes.push(Buffer.from(data))}, () => 'x\n');
+	raw.write(Buffer.from([0xFF, 0xFE, 0x41, 0x0A]));
+	t.deepEqual([...Buffer.concat(bytes)], [0xFF, 0xFE, 0x41, 0x0A], 'bytes that are not UTF-8 are not turned into U+FFFD');
+});
+
+test('forwarding: a worker\'s bytes go out as they came, a whole line at a time; its lines are read as text', t => {
+	const out: Buffer[] = [];
+	const lines: string[] = [];
+	const forwarder = new LineForwarder({write: (data: string | Buffer) => out.push(Buffer.from(data))}, line => lines.push(line));
+	forwarder.push(Buffer.from([0xFF, 0xFE]));
+	t.deepEqual(out, [], 'half a line is held');
+	forwarder.push(Buffer.from([0x0A, 0xC3]));
+	// A UTF-8 character split across two chunks.
+	forwarder.push(Buffer.from([0xA9, 0x0A]));
+	forwarder.push('tail');
+	forwarder.flush();
+	t.deepEqual([...Buffer.concat(out)], [0xFF, 0xFE, 0x0A, 0xC3, 0xA9, 0x0A, ...Buffer.from('tail\n')]);
+	t.deepEqual(lines, ['\uFFFD\uFFFD', 'é', 'tail']);
 });
 
 test('pretty: JSON that pino-pretty chokes on (a level that is an object) passes through untouched, never crashes the primary', async t => {
 	const out: string[] = [];
-	const sink = await prettySink({write: (text: string) => out.push(text)}, false);
+	const sink = await prettySink({write: (data: string | Buffer) => out.push(String(data))}, false);
 	const odd = JSON.stringify({level: {a: 1}, msg: 'x'});
 	t.notThrows(() => {
 		sink.write(`${odd}\n`);
