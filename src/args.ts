@@ -321,6 +321,11 @@ export function parseArgs(argv: readonly string[], cwd = logicalCwd()): ParseRes
 	const logLevel = parseLogLevel('log-level', string('log-level'));
 	const logFormat = parsed['log-format'] === undefined ? undefined : parseLogFormat('log-format', string('log-format'));
 	const metrics = parsed['metrics'] === undefined ? undefined : parseMetricsAddress(string('metrics'));
+	if (metrics !== undefined && process.env['PORT'] !== undefined && Number(process.env['PORT']) === metrics.port) {
+		// The usual way an app is told its port: caught before any worker starts.
+		throw new UsageError(`--metrics ${metrics.port} is the port the app is given (PORT=${process.env['PORT']}): the primary would hold it and the app could not listen. Give --metrics another port (9091, say).`);
+	}
+
 	const workersText = parsed['workers'];
 	const workerCount = workersText === undefined ? defaultWorkerCount() : undefined;
 	const workers = workerCount ? workerCount.count : parsePositiveInt('workers', String(workersText), MAX_WORKERS);

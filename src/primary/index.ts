@@ -313,6 +313,14 @@ export class Primary {
 
 	private giveUp(record: WorkerRecord): void {
 		const {state} = record;
+		const metricsPort = this.options.metrics?.port;
+		// The app tried to listen on the port the primary serves /metrics on: a usage error, named as such.
+		if (metricsPort !== undefined && record.stderr.text.some(line => line.includes('EADDRINUSE') && new RegExp(`[:\\s]${metricsPort}\\b`).test(line))) {
+			this.logger.fatal({worker: record.id, port: metricsPort, stderr: record.stderr.text}, 'the app listens on the --metrics port; give --metrics another port');
+			this.stop(ExitCode.USAGE);
+			return;
+		}
+
 		this.logger.fatal({
 			worker: record.id,
 			code: state.name === 'gone' ? state.code : undefined,

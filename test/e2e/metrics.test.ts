@@ -191,6 +191,18 @@ test('a metrics port that is taken stops the start with exit 2, saying so; nothi
 	t.regex(invalid.text(), /--metrics \(GRACEFUL_CLUSTER_METRICS\): "99999" is not a port/);
 });
 
+test('--metrics on the app\'s own port is a usage error naming --metrics (exit 2): before any worker starts when PORT says so, once the app fails to listen otherwise', async t => {
+	const port = await freePort();
+	const early = start(t, ['--workers', '1', '--metrics', String(port), APP], {env: {PORT: String(port)}});
+	t.is((await early.exited).code, 2);
+	t.regex(early.text(), new RegExp(`--metrics ${port} is the port the app is given \\(PORT=${port}\\)`));
+	t.false(early.lines.some(line => line.msg === 'worker started'), 'nothing started');
+
+	const later = start(t, ['--workers', '1', '--max-start-failures', '1', '--metrics', String(port), fixture('listen-port.mjs')], {env: {LISTEN_PORT: String(port)}});
+	t.is((await later.exited).code, 2, later.text());
+	t.like(later.lines.find(line => line.msg === 'the app listens on the --metrics port; give --metrics another port'), {port, level: 'fatal'});
+});
+
 test('logs: JSON lines when piped; --log-format pretty prints one line per event, worker lines too, the app\'s own output untouched', async t => {
 	const json = await startCluster(t, ['--reject-period', '0s'], fixture('app.mjs'), {workers: 1});
 	json.kill('SIGTERM');
