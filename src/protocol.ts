@@ -24,6 +24,12 @@ export interface DrainMessage {
 	 * drain's end (worker/signal-listeners.ts). Absent from an older primary.
 	 */
 	readonly signal?: string;
+	/**
+	 * When the primary received the signal, in epoch milliseconds: the worker
+	 * times its arrivals from it (worker/arrivals.ts), not from when it read
+	 * this message, which a busy event loop delays. Absent from an older primary.
+	 */
+	readonly signalAt?: number;
 }
 
 /**
@@ -37,6 +43,8 @@ export interface RetireMessage {
 	readonly lingerMs: number;
 	/** The signal that started the reload (SIGHUP, SIGUSR2); absent for a recycle. */
 	readonly signal?: string;
+	/** True when the worker is a replacement that was not ready in time: it leaves, the old one stays. */
+	readonly notReady?: boolean;
 }
 
 /**
@@ -291,7 +299,7 @@ export type Parsed<T> =
 	| {readonly kind: 'invalid'; readonly reason: string};
 
 /** A field's kind; `?`: it may be absent (added later: the other side may be an older copy). */
-type FieldKind = 'count' | 'text' | 'texts' | 'notice' | 'metrics' | 'count?' | 'signal?' | 'flag?' | 'arrivals?';
+type FieldKind = 'count' | 'text' | 'texts' | 'notice' | 'metrics' | 'count?' | 'signal?' | 'flag?' | 'time?' | 'arrivals?';
 /** The most `texts` one message may carry: failing readiness checks. */
 export const MAX_TEXTS = 32;
 const SIGNAL = /^SIG[A-Z0-9]{2,10}$/;
@@ -304,14 +312,15 @@ const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; rea
 	metrics: {test: isMetricsJson, expected: `prom-client's getMetricsAsJSON() result (at most ${MAX_METRICS} metrics, ${MAX_METRIC_VALUES} values)`},
 	'count?': {test: value => value === undefined || CHECKS.count.test(value), expected: 'absent or a non-negative integer'},
 	'arrivals?': {test: value => value === undefined || isArrivalsReport(value), expected: `absent or arrivals (at most ${MAX_ARRIVAL_SECONDS} seconds, ${MAX_ARRIVAL_PEERS} peers)`},
+	'time?': {test: value => value === undefined || (typeof value === 'number' && Number.isFinite(value) && value > 0), expected: 'absent or a time in epoch milliseconds'},
 	'flag?': {test: value => value === undefined || typeof value === 'boolean', expected: 'absent or a boolean'},
 	'signal?': {test: value => value === undefined || (typeof value === 'string' && SIGNAL.test(value)), expected: 'absent or a signal name'},
 };
 
 /** Which fields each message must carry, and of what kind. */
 const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
-	drain: {servePeriodMs: 'count', rejectPeriodMs: 'count', gracePeriodMs: 'count', signal: 'signal?'},
-	retire: {lingerMs: 'count', signal: 'signal?'},
+	drain: {servePeriodMs: 'count', rejectPeriodMs: 'count', gracePeriodMs: 'count', signal: 'signal?', signalAt: 'time?'},
+	retire: {lingerMs: 'count', signal: 'signal?', notReady: 'flag?'},
 	attached: {warming: 'flag?'},
 	'not-ready': {failures: 'texts'},
 	ready: {},

@@ -20,9 +20,11 @@
  * never later than `--reject-period`. Silence is counted from the peer's last
  * arrival, or from the signal if it sent none since: what it sent just before
  * is not known per request (the hot path keeps counts, not times).
- * The workers' reports are up to REPORT_INTERVAL_MS old, and a worker that
- * has not reported for STALE_REPORT_MS (a blocked loop) may be hiding
- * arrivals: the rule waits for it.
+ * The workers' reports are up to REPORT_LAG_MS old, and a worker's sockets are
+ * known to be read only up to its last heartbeat: silence is counted up to the
+ * earlier of the two. A worker whose heartbeat is late (STALE_REPORT_MS), or
+ * whose last heartbeat says its loop was blocked (a backlog of requests not
+ * yet counted), may be hiding arrivals: the rule waits for it.
  */
 import {OTHER_PEERS, type ArrivalsReport} from '../protocol.js';
 
@@ -115,6 +117,12 @@ export interface AdaptiveInput {
 	readonly rejectStartMs: number;
 	/** Workers whose figures may be stale or missing: the rule waits. */
 	readonly staleWorkers: number;
+	/**
+	 * The oldest of the workers' last heartbeats, in ms since the signal: each
+	 * proves its loop ran then, so arrivals before it are counted; after it, a
+	 * loop that blocked since may hold some unread. Undefined: no worker.
+	 */
+	readonly heardUntilMs?: number | undefined;
 }
 
 /** A peer the rule waits for: how long it must stay silent, how long it has been. */
@@ -128,9 +136,11 @@ export type AdaptiveDecision =
 	| {readonly end: true; readonly peers: QuietPeer[]}
 	| {readonly end: false; readonly why: 'floor' | 'recent-arrival' | 'stale-report' | 'too-many-peers' | 'peer'; readonly peers: QuietPeer[]};
 
-export function decide({figures, nowMs, rejectStartMs, staleWorkers}: AdaptiveInput): AdaptiveDecision {
-	// Figures are up to REPORT_LAG_MS old: what they show as silent is silent up to then only.
-	const knownUntil = nowMs - REPORT_LAG_MS;
+export function decide({figures, nowMs, rejectStartMs, staleWorkers, heardUntilMs}: AdaptiveInput): AdaptiveDecision {
+	// Figures are up to REPORT_LAG_MS old, and a worker is only known to have
+	// read its sockets up to its last heartbeat: what they show as silent is
+	// silent up to the earlier of the two only.
+	const knownUntil = Math.min(nowMs - REPORT_LAG_MS, heardUntilMs ?? Number.POSITIVE_INFINITY);
 	const peers: QuietPeer[] = figures.peers.map(({peer, ratePerSecond, count, lastMs}) => {
 		// A peer new since the signal: its rate since then.
 		const rate = ratePerSecond > 0 ? ratePerSecond : count / Math.max(1, nowMs / 1000);

@@ -17,7 +17,7 @@ import type {Logger} from '../logger.js';
 import type {DrainMessage} from '../protocol.js';
 import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
 import type {Fleet} from './fleet.js';
-import {ADAPTIVE_FLOOR_MS, decide, mergeArrivals, STALE_REPORT_MS, type ArrivalFigures, type QuietPeer} from './arrivals.js';
+import {ADAPTIVE_FLOOR_MS, decide, mergeArrivals, REPORT_LAG_MS, STALE_REPORT_MS, type ArrivalFigures, type QuietPeer} from './arrivals.js';
 import {hookFailures, inflightOf, isAttached, killReason, knownInflight, lastLive, placeOf, type WorkerRecord} from './worker-record.js';
 
 export type ForcedBy = 'deadline' | 'second-signal';
@@ -119,6 +119,9 @@ export class ClusterDrain {
 	/** Set once the reject phase is over; undefined while it runs. */
 	private rejectEnd: RejectEnd | undefined;
 
+	/** When the signal came, in epoch ms: the workers time their arrivals from it (worker/arrivals.ts). */
+	private readonly signalAt = Date.now();
+
 	constructor(private readonly options: ClusterDrainOptions, readonly signal: NodeJS.Signals) {
 		this.timers = new TimerGroup(options.clock);
 		this.startedAt = options.clock.now();
@@ -169,7 +172,7 @@ export class ClusterDrain {
 
 	/** The drain message as it stands now: phases already (partly) over are shortened. */
 	message(): DrainMessage {
-		return {type: 'drain', ...remaining(this.options.timeline, this.options.clock.now() - this.startedAt), signal: this.signal};
+		return {type: 'drain', ...remaining(this.options.timeline, this.options.clock.now() - this.startedAt), signal: this.signal, signalAt: this.signalAt};
 	}
 
 	get timeline(): Timeline {
@@ -237,11 +240,14 @@ export class ClusterDrain {
 			return;
 		}
 
+		const watched = fleet.alive.filter(record => record.state.name === 'starting' || record.state.name === 'listening');
+		const heard = watched.map(record => (record.health?.at ?? this.startedAt) - this.startedAt);
 		const decision = decide({
 			figures: this.arrivals,
 			nowMs,
 			rejectStartMs: timeline.servePeriodMs,
-			staleWorkers: fleet.alive.filter(record => this.isStale(record)).length,
+			staleWorkers: watched.filter(record => this.isStale(record)).length,
+			heardUntilMs: heard.length === 0 ? undefined : Math.min(...heard),
 		});
 		if (!decision.end) {
 			return;
@@ -282,7 +288,9 @@ export class ClusterDrain {
 			return true;
 		}
 
-		return record.health === undefined || this.options.clock.now() - record.health.at > STALE_REPORT_MS;
+		const {health} = record;
+		// A heartbeat after a blocked loop: its backlog of requests is read after it, and reported later still.
+		return health === undefined || this.options.clock.now() - health.at > STALE_REPORT_MS || health.loopDelayMs > REPORT_LAG_MS;
 	}
 
 	private readonly onMessage = (record: WorkerRecord, message: {type: string}): void => {

@@ -254,7 +254,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		record.state = {name: 'retiring', attached: state.attached, reason};
 		// Also to a worker without the helper: its bootstrap runs the app's own
 		// listeners for the signal (worker/bootstrap.ts).
-		this.send(record, {type: 'retire', lingerMs, ...(by ? {signal: by} : {})});
+		this.send(record, {type: 'retire', lingerMs, ...(by ? {signal: by} : {}), ...(reason === 'start-failed' ? {notReady: true} : {})});
 		if (!state.attached) {
 			this.disconnect(record);
 		}

@@ -61,6 +61,12 @@ export type ReplaceResult =
 	| {readonly kind: 'abandoned'}
 	| {readonly kind: 'busy'};
 
+/**
+ * An old worker whose heartbeat has been silent this long (blocked, stopped)
+ * no longer counts as serving while its replacement warms up.
+ */
+const SILENT_OLD_WORKER_MS = 2000;
+
 export class Replacer {
 	/** Slots whose replacement is starting. */
 	private readonly busy = new Set<number>();
@@ -87,7 +93,7 @@ export class Replacer {
 			const place = placeOf(record.state);
 			const addresses = place.name === 'listening' ? place.addresses : [];
 			const candidate = fleet.fork(record.slot, 'candidate', reason);
-			const ready = await this.ready(candidate, addresses);
+			const ready = await this.ready(candidate, addresses, signal);
 			if (signal?.aborted || this.options.shutdown.aborted) {
 				return {kind: 'abandoned'};
 			}
@@ -129,13 +135,18 @@ export class Replacer {
 	 * timeout, after which it is retired. Still starting then, the supervisor's
 	 * own listen timeout kills it.
 	 */
-	private async ready(candidate: WorkerRecord, addresses: readonly string[]): Promise<true | false | {readonly failingChecks: readonly string[]}> {
-		const {fleet, logger, listenTimeoutMs, timers} = this.options;
+	private async ready(candidate: WorkerRecord, addresses: readonly string[], signal: AbortSignal | undefined): Promise<true | false | {readonly failingChecks: readonly string[]}> {
+		const {fleet, logger, listenTimeoutMs, timers, shutdown} = this.options;
+		const {clock} = timers;
 		// A warming candidate refuses connections; should nothing else serve any
-		// more (the old worker crashed), it must take them (worker/warmup.ts).
+		// more (the old worker crashed, or its loop is blocked or stopped: its
+		// heartbeat silent), it must take them (worker/warmup.ts): refused, they
+		// would go back and forth between the primary and it.
+		const serves = (other: WorkerRecord): boolean => other !== candidate && isServingMember(other)
+			&& (other.health === undefined || clock.now() - other.health.at < SILENT_OLD_WORKER_MS);
 		let told = false;
-		const onGone = (): void => {
-			if (!told && candidate.warmup.name === 'warming' && !fleet.alive.some(other => other !== candidate && isServingMember(other))) {
+		const check = (): void => {
+			if (!told && candidate.warmup.name === 'warming' && !fleet.alive.some(other => serves(other))) {
 				told = true;
 				logger.warn({worker: candidate.id, slot: candidate.slot}, 'no worker serves while the new one warms up; it takes connections now');
 				fleet.send(candidate, {type: 'serve-now'});
@@ -143,21 +154,39 @@ export class Replacer {
 		};
 
 		// Its `attached` may come after the old worker is gone.
-		fleet.on('gone', onGone);
-		fleet.on('message', onGone);
+		fleet.on('gone', check);
+		fleet.on('message', check);
+		const watch = clock.setInterval(check, SILENT_OLD_WORKER_MS / 4);
+		// A drain (or the reload's abort) ends the wait at once: the drain takes the candidate.
+		let onAbort: (() => void) | undefined;
+		const aborted = new Promise<false>(resolve => {
+			onAbort = () => {
+				resolve(false);
+			};
+
+			shutdown.addEventListener('abort', onAbort);
+			signal?.addEventListener('abort', onAbort);
+		});
 		try {
-			const ready = fleet.ready(candidate, addresses);
+			if (shutdown.aborted || signal?.aborted) {
+				return false;
+			}
+
+			const ready = Promise.race([fleet.ready(candidate, addresses), aborted]);
 			if (listenTimeoutMs === 0) {
 				return await ready;
 			}
 
-			const outcome = await withTimeout<boolean | 'late'>(ready, Math.max(0, listenTimeoutMs - (timers.clock.now() - candidate.startedAt)), () => 'late' as const, timers.clock);
+			const outcome = await withTimeout<boolean | 'late'>(ready, Math.max(0, listenTimeoutMs - (clock.now() - candidate.startedAt)), () => 'late' as const, clock);
 			if (outcome !== 'late') {
 				return outcome;
 			}
 		} finally {
-			fleet.off('gone', onGone);
-			fleet.off('message', onGone);
+			fleet.off('gone', check);
+			fleet.off('message', check);
+			clock.clear(watch);
+			shutdown.removeEventListener('abort', onAbort!);
+			signal?.removeEventListener('abort', onAbort!);
 		}
 
 		const {state, warmup} = candidate;

@@ -79,6 +79,32 @@ interface AfterSignal {
 	total: number;
 }
 
+/**
+ * At most MAX_PEERS peers and `other`: the peers seen before the signal and
+ * those new since can be two sets of MAX_PEERS. The busiest are kept; the rest
+ * join `other`, which the primary's rule reads as "too many peers to tell
+ * apart" (the full period), so none is silently left out.
+ */
+function foldExcess(peers: PeerArrivals[]): PeerArrivals[] {
+	if (peers.length <= MAX_PEERS) {
+		return peers;
+	}
+
+	const sorted = [...peers].sort((a, b) => (a.peer === OTHER_PEERS ? 1 : b.peer === OTHER_PEERS ? -1 : b.ratePerSecond - a.ratePerSecond || b.count - a.count));
+	const kept = sorted.slice(0, MAX_PEERS);
+	let other: PeerArrivals = {peer: OTHER_PEERS, ratePerSecond: 0, count: 0, lastMs: null};
+	for (const peer of sorted.slice(MAX_PEERS)) {
+		other = {
+			peer: OTHER_PEERS,
+			ratePerSecond: other.ratePerSecond + peer.ratePerSecond,
+			count: other.count + peer.count,
+			lastMs: peer.lastMs === null ? other.lastMs : Math.max(peer.lastMs, other.lastMs ?? 0),
+		};
+	}
+
+	return [...kept, other];
+}
+
 export class Arrivals {
 	private readonly counters = new Map<string, PeerCounter>();
 	/** Connections of health checkers, and peers past MAX_PEERS: not told apart. */
@@ -131,13 +157,17 @@ export class Arrivals {
 		this.version++;
 	}
 
-	/** The signal: each peer's rate over the RATE_WINDOW_MS before it is fixed, and the arrivals count from here. */
-	begin(): void {
+	/**
+	 * The signal: each peer's rate over the RATE_WINDOW_MS before it is fixed,
+	 * and the arrivals count from here. `signalAt`: when the signal came, on
+	 * this clock (earlier than now if the drain message was read late).
+	 */
+	begin(signalAt = this.now()): void {
 		if (this.after) {
 			return;
 		}
 
-		const now = this.now();
+		const now = signalAt;
 		this.clock.clear(this.timer);
 		const current = this.totals();
 		// The oldest snapshot still inside the window; the process's start if younger.
@@ -184,7 +214,7 @@ export class Arrivals {
 			bySecond: [...after.bySecond],
 			lastMs: after.last ? Math.round(after.last.at - after.startedAt) : null,
 			lastFrom: after.last?.from ?? null,
-			peers: peers.slice(0, MAX_PEERS + 1),
+			peers: foldExcess(peers),
 		};
 	}
 

@@ -78,9 +78,9 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 		warmup?.stop();
 		if (message.type === 'drain') {
 			// The message's timeline counts from when the bootstrap read it.
-			drain.begin(remaining(message, performance.now() - receivedAt), leaveSignal(message, held?.received));
+			drain.begin(remaining(message, performance.now() - receivedAt), leaveSignal(message, held?.received), message.signalAt);
 		} else {
-			drain.retire(message.lingerMs, leaveSignal(message, undefined));
+			drain.retire(message.lingerMs, leaveSignal(message, undefined), message.notReady === true);
 		}
 	};
 

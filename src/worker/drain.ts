@@ -223,9 +223,10 @@ export class ProcessDrain {
 	/**
 	 * Starts the drain on what is left of the timeline (`remaining()` of
 	 * timeline.ts: a drain that starts late keeps the original moments).
-	 * `signal`: the one that started it. Idempotent.
+	 * `signal`: the one that started it; `signalAt`: when the primary received
+	 * it (epoch ms), which the arrivals are timed from. Idempotent.
 	 */
-	begin(timeline: Timeline, signal: NodeJS.Signals = 'SIGTERM'): void {
+	begin(timeline: Timeline, signal: NodeJS.Signals = 'SIGTERM', signalAt?: number): void {
 		if (this.phase.name !== 'serving') {
 			return;
 		}
@@ -234,7 +235,9 @@ export class ProcessDrain {
 		const now = this.clock.now();
 		this.startedAt = now;
 		this.deadlineAt = now + timeline.gracePeriodMs;
-		this.arrivals.begin();
+		// Timed from the primary's signal: a worker that read the message late
+		// (a busy loop) must not date its arrivals late too.
+		this.arrivals.begin(signalAt === undefined ? now : now - Math.max(0, Date.now() - signalAt));
 		this.sortLongLived();
 		const {inflight, upgrades, streams} = this.counts;
 		this.logger.info({
@@ -287,7 +290,7 @@ export class ProcessDrain {
 	 * linger is over, close what is left and exit. `signal`: the one that
 	 * started the reload.
 	 */
-	retire(lingerMs: number, signal: NodeJS.Signals = 'SIGTERM'): void {
+	retire(lingerMs: number, signal: NodeJS.Signals = 'SIGTERM', notReady = false): void {
 		if (this.phase.name !== 'serving') {
 			return;
 		}
@@ -297,7 +300,11 @@ export class ProcessDrain {
 		this.startedAt = phase.startedAt;
 		this.enter(phase);
 		const {inflight, upgrades, streams} = this.counts;
-		this.logger.info({inflight, upgrades, streams, lingerMs}, 'retiring: replaced by a new worker');
+		if (notReady) {
+			this.logger.info({inflight, upgrades, streams, lingerMs}, 'retiring: not ready in time; the old worker keeps serving');
+		} else {
+			this.logger.info({inflight, upgrades, streams, lingerMs}, 'retiring: replaced by a new worker');
+		}
 		this.timers.timeout(() => {
 			phase.lingering = false;
 			this.closeLongLived();

@@ -87,7 +87,17 @@ export class Warmup {
 
 		if (this.roundRobin && !this.mustServe && (!server.listening || sharesRoundRobin(server))) {
 			this.refusing.set(server, server.maxConnections);
-			server.maxConnections = REFUSE_ALL;
+			// An accessor, not a value: an app that sets its own limit after attach()
+			// (`server.maxConnections = 1000`) would otherwise end the warm-up
+			// silently. Its value is kept and applied once ready.
+			Object.defineProperty(server, 'maxConnections', {
+				configurable: true,
+				enumerable: true,
+				get: () => REFUSE_ALL,
+				set: (value: number) => {
+					this.refusing.set(server, value);
+				},
+			});
 			// An exclusive listen gets a handle of its own: a refusal would drop the connection.
 			server.on('listening', () => {
 				if (!sharesRoundRobin(server)) {
@@ -160,7 +170,7 @@ export class Warmup {
 		this.send({type: 'ready'});
 	}
 
-	/** Gives the app's own `maxConnections` back, unless the app set another since. */
+	/** Gives the app's own `maxConnections` back: the one it had, or set while we refused. */
 	private release(server: net.Server): void {
 		if (!this.refusing.has(server)) {
 			return;
@@ -168,8 +178,9 @@ export class Warmup {
 
 		const own = this.refusing.get(server);
 		this.refusing.delete(server);
-		if (server.maxConnections === REFUSE_ALL) {
-			server.maxConnections = own as number;
+		delete (server as Partial<net.Server>).maxConnections;
+		if (own !== undefined) {
+			server.maxConnections = own;
 		}
 	}
 }

@@ -16,7 +16,10 @@ test('drain: every worker drains and exits -> exit 0, summary "clean"', async t 
 	const p = primary();
 	const [a, b] = p.serveAll();
 	p.edges.signal('SIGTERM');
-	t.deepEqual(a!.received, [{v: 1, type: 'drain', ...TIMELINE, signal: 'SIGTERM'}], 'the whole timeline, at once, and the signal');
+	const {signalAt, ...drain} = a!.received[0]!;
+	t.deepEqual(drain, {v: 1, type: 'drain', ...TIMELINE, signal: 'SIGTERM'}, 'the whole timeline, at once, and the signal');
+	t.is(a!.received.length, 1);
+	t.true(Math.abs(Number(signalAt) - Date.now()) < 5000, 'when the signal came, in epoch ms: the worker times its arrivals from it');
 	t.deepEqual(b!.types, ['drain']);
 	p.clock.advance(6000);
 	t.is(a!.disconnectCalls + b!.disconnectCalls, 0, 'attached workers drain themselves');
@@ -199,7 +202,9 @@ test('drain: a worker that attaches after the broadcast gets the drain again, wi
 	p.edges.signal('SIGTERM');
 	p.clock.advance(1500);
 	a!.attach();
-	t.deepEqual(a!.received.at(-1), {v: 1, type: 'drain', servePeriodMs: 0, rejectPeriodMs: 3500, gracePeriodMs: 28_500, signal: 'SIGTERM'});
+	const {signalAt, ...late} = a!.received.at(-1)!;
+	t.deepEqual(late, {v: 1, type: 'drain', servePeriodMs: 0, rejectPeriodMs: 3500, gracePeriodMs: 28_500, signal: 'SIGTERM'});
+	t.is(signalAt, a!.received[0]!['signalAt'], 'the same moment: the signal\'s, not the resend\'s');
 	a!.drained().exit(0);
 	t.is(await p.done, ExitCode.OK);
 });
@@ -368,6 +373,31 @@ test('reload: the old worker crashes while its replacement warms up and nothing 
 	c.say({type: 'ready'});
 	await flush();
 	t.like(p.line('reload finished'), {replaced: 1});
+});
+
+test('reload: an old worker whose heartbeat goes silent (blocked, stopped) while its replacement warms up: the replacement is told to take connections', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.serveAll();
+	a!.beat();
+	p.edges.signal('SIGHUP');
+	const c = p.cluster.workers[1]!;
+	c.say({type: 'attached', warming: true}).listen();
+	await flush();
+	p.clock.advance(1500);
+	t.deepEqual(c.types, [], 'still beating recently: it serves');
+	p.clock.advance(1000);
+	t.deepEqual(c.types, ['serve-now'], 'silent for 2 s: it no longer counts as serving');
+});
+
+test('reload: SIGTERM during a warm-up ends the wait at once: abandoned when the drain starts, not when the warm-up would have ended', async t => {
+	const p = primary({workers: 1});
+	p.serveAll();
+	p.edges.signal('SIGHUP');
+	p.cluster.workers[1]!.say({type: 'attached', warming: true}).listen();
+	await flush();
+	p.edges.signal('SIGTERM');
+	await flush();
+	t.truthy(p.line('reload abandoned: the cluster is shutting down'));
 });
 
 test('reload: a worker without the warm-up (no attach(), an older helper) replaces on listening, as before', async t => {

@@ -42,13 +42,15 @@ test('refuses the round-robin\'s connections until every check of every server p
 	t.true(warmup.warming);
 	await until(() => sent.length > 0);
 	t.deepEqual(sent, [{type: 'not-ready', failures: ['warm: Error: cache not loaded']}]);
+	// The app sets its own limit while we refuse: still refusing, and its value kept.
+	a.maxConnections = 2000;
+	t.is(a.maxConnections, -1);
 	warm = true;
 	// The next poll sees it.
 	await until(() => sent.length > 1);
-
 	t.deepEqual(sent[1], {type: 'ready'});
 	t.false(warmup.warming);
-	t.is(a.maxConnections, undefined as unknown as number);
+	t.is(a.maxConnections, 2000, 'the limit the app set meanwhile');
 	t.is(b.maxConnections, 500, 'the app\'s own limit is back');
 });
 
