@@ -116,3 +116,37 @@ test('the rule: the floor, a recent arrival, a stale worker, each peer\'s quiet 
 	// A peer new since the signal: its rate since then.
 	t.like(decide({...base, figures: figures({peers: [{peer: 'new', ratePerSecond: 0, count: 4, lastMs: 3000}], lastMs: 3000}), nowMs: 4600}), {end: false, why: 'peer'});
 });
+
+test('a worker that read the drain late (a busy loop) dates its arrivals from the signal, not from its reading', t => {
+	const {clock, arrivals} = worker();
+	clock.advance(10_000);
+	// The signal came 1.7 s before this worker read the message.
+	arrivals.begin(clock.now() - 1700);
+	arrivals.arrived('10.0.0.1', undefined);
+	t.like(arrivals.report(), {lastMs: 1700, bySecond: [0, 1]});
+});
+
+test('the rule counts silence only up to the oldest worker\'s last heartbeat: a loop that blocked since may hold unread requests', t => {
+	const busy = {peer: 'lb1', ratePerSecond: 100, count: 120, lastMs: 1200};
+	const input = {figures: figures({peers: [busy], lastMs: 1200}), nowMs: 4000, rejectStartMs: 0, staleWorkers: 0};
+	t.like(decide(input), {end: true});
+	t.like(decide({...input, heardUntilMs: 2000}), {end: false, why: 'recent-arrival'}, 'heard from up to 2.0 s only: 0.8 s of known silence');
+	t.like(decide({...input, heardUntilMs: 2300}), {end: true});
+});
+
+test('peers before and after the signal past MAX_PEERS: the excess joins other, none is dropped', t => {
+	const {arrivals, serve} = worker();
+	for (let i = 0; i < MAX_PEERS; i++) {
+		serve({}, `10.2.${Math.floor(i / 250)}.${i % 250}`);
+	}
+
+	arrivals.begin();
+	for (let i = 0; i < 20; i++) {
+		arrivals.arrived(`10.3.0.${i}`, undefined);
+	}
+
+	const peers = arrivals.report()!.peers;
+	t.true(peers.length <= MAX_PEERS + 1);
+	t.like(peers.find(peer => peer.peer === 'other'), {count: 20});
+	t.like(decide({figures: mergeArrivals([arrivals.report()]), nowMs: 15_000, rejectStartMs: 0, staleWorkers: 0}), {end: false, why: 'too-many-peers'});
+});
