@@ -327,13 +327,12 @@ const systemdAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
 	t.is(result.stderr.trim(), '', 'no warnings');
 });
 
-test('docs/guide.md names every drain flag and every exit code', t => {
+test('docs/guide.md names every drain flag and points to the exit codes', t => {
 	const guide = read('docs/guide.md');
 	for (const flag of Object.values(SETTING_FLAGS)) {
 		t.true(guide.includes(`--${flag}`), `--${flag}`);
 	}
 
-	for (const [name, code] of Object.entries(ExitCode)) {
-		t.regex(guide, new RegExp(`\\|\\s*${code}\\s*\\|\\s*\`?${name}\`?`), `exit code ${code} ${name}`);
-	}
+	// The table itself is README's (test/unit/docs.test.ts); the guide links to it.
+	t.true(guide.includes('](../README.md#exit-codes)'), 'the guide links to README\'s exit codes');
 });

@@ -33,7 +33,7 @@ type Kind = 'counter' | 'gauge';
 
 /**
  * Every metric of graceful-cluster's own: name (without the prefix), type,
- * labels and meaning, the help text Prometheus shows. README's metrics table
+ * labels and meaning, the help text Prometheus shows. docs/metrics.md's table
  * says the same (test/unit/docs.test.ts).
  */
 export const METRICS = {

@@ -87,7 +87,7 @@ test('the app\'s own IPC messages, even ones shaped like ours, neither crash nor
 	t.falsy(app.lines.find(line => line.msg === 'drain started'), 'a foreign {type: "drain"} is not a drain');
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());
-	// The app's own message listener sees our drain message; documented in README.
+	// The app's own message listener sees our drain message; documented in docs/app.md.
 	t.like(app.lines.find(line => line.msg === 'fixture got message')?.['message'], {gracefulCluster: {v: 1, type: 'drain'}});
 });
 
