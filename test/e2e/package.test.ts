@@ -2,21 +2,18 @@
 // its bin, loaded by ES module and CommonJS apps through `graceful-cluster/worker`.
 import test from 'ava';
 import {execFileSync} from 'node:child_process';
-import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
-import os from 'node:os';
+import {readFileSync, rmSync, writeFileSync} from 'node:fs';
 import path from 'node:path';
 import {url} from '../../testkit/net.js';
 import {ROOT, start} from '../helpers/cluster.js';
 import {client} from '../helpers/http.js';
+import {installPacked} from '../helpers/package.js';
 
-const app = mkdtempSync(path.join(os.tmpdir(), 'gc-user-app-'));
+let app = '';
 
 test.before(() => {
-	const npm = (args: string[], cwd: string) => execFileSync('npm', args, {cwd, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8'});
-	const tarball = npm(['pack', '--silent', '--ignore-scripts', '--pack-destination', app], ROOT).trim().split('\n').pop()!;
 	// A version of its own: `--version` must not print it (yargs reads the nearest package.json).
-	writeFileSync(path.join(app, 'package.json'), JSON.stringify({name: 'user-app', version: '7.7.7', private: true}));
-	npm(['install', '--no-audit', '--no-fund', '--prefer-offline', path.join(app, tarball)], app);
+	({dir: app} = installPacked('gc-user-app-', '7.7.7'));
 	writeFileSync(path.join(app, 'server.mjs'), `
 import http from 'node:http';
 import {attach} from 'graceful-cluster/worker';
@@ -42,7 +39,9 @@ test('installed package: --version prints graceful-cluster\'s own version, not t
 });
 
 test.after.always(() => {
-	rmSync(app, {recursive: true, force: true});
+	if (app !== '') {
+		rmSync(app, {recursive: true, force: true});
+	}
 });
 
 for (const kind of ['esm', 'cjs'] as const) {
@@ -57,3 +56,18 @@ for (const kind of ['esm', 'cjs'] as const) {
 		t.like(cluster.lines.find(line => line.msg === 'user hook'), {kind});
 	});
 }
+
+test('installed package: require() and import give the same exports, from one instance', t => {
+	writeFileSync(path.join(app, 'exports.cjs'), `
+const required = require('graceful-cluster/worker');
+import('graceful-cluster/worker').then(imported => console.log(JSON.stringify({
+	required: Object.keys(required).sort(),
+	imported: Object.keys(imported).sort(),
+	same: required.attach === imported.attach,
+})));
+`);
+	const printed = JSON.parse(execFileSync(process.execPath, ['exports.cjs'], {cwd: app, encoding: 'utf8'})) as {required: string[]; imported: string[]; same: boolean};
+	// The CommonJS entry (src/worker/index.cts) lists the ES module's value exports by hand.
+	t.deepEqual(printed.required, printed.imported);
+	t.true(printed.same);
+});
