@@ -1,7 +1,7 @@
 /**
  * The package as a user gets it: the tarball `npm pack` makes from the current
- * build (`npm test` has built already), its file list, and a fresh app with it
- * installed.
+ * build (`--ignore-scripts`: `npm test` has built already, and `prepack` would
+ * only build again), its file list, and a fresh app with it installed.
  */
 import {spawnSync} from 'node:child_process';
 import {mkdtempSync, writeFileSync} from 'node:fs';
