@@ -37,6 +37,12 @@ test('the README\'s two commands exist as written', t => {
 	t.true(readme.includes('\nnpm test\n'));
 	t.truthy(scripts['test']);
 	t.regex(readFileSync(path.join(ROOT, '.ci/run'), 'utf8'), /^npm test$/m, '.ci/run runs the README\'s test command');
+	// `npm ci` builds nothing (no `prepare`: npm 11 would ask tarball users to review it),
+	// so both commands build first; `tsc -b` makes that free when nothing changed.
+	t.regex(scripts['example']!, /^npm run build && /);
+	t.regex(scripts['test']!, /^npm run build && /);
+	t.regex(scripts['build']!, /^tsc -b /);
+	t.is(scripts['prepare'], undefined);
 });
 
 test('every metric of graceful-cluster\'s own is in docs/metrics.md\'s table, with its type, labels and the help Prometheus shows', async t => {
