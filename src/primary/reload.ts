@@ -199,6 +199,8 @@ export class Replacer {
 				workerPid: candidate.pid,
 				listenTimeoutMs,
 				...(warmup.name === 'warming' ? {failingChecks} : {}),
+				// Warming, but no check had finished yet: a slow start, not a failing check.
+				...(warmup.name === 'warming' && failingChecks.length === 0 ? {checksPending: true} : {}),
 				...(missing.length > 0 ? {notListeningOn: missing} : {}),
 			}, 'new worker not ready in time; stopping it');
 			// Retired, not killed: the primary may be handing it a connection right

@@ -202,9 +202,10 @@ test('3 reloads of a slow-to-be-ready app under load: no failed request, /readyz
 test('a new release whose readiness check never passes fails the reload; the old worker keeps serving and stays ready', async t => {
 	const port = await freePort();
 	const {dir, script, flip} = deploy(t, ['r0', 'r1'], {neverReady: ['r1']});
-	// No start delay: the 2 s of --listen-timeout are for the readiness check, not
-	// for Node's own start on a busy machine.
-	const app = start(t, ['--workers', '1', '--listen-timeout', '2s', '--reject-period', '300ms', script], {
+	// No start delay, and 5 s of --listen-timeout: on a busy CI machine Node's own
+	// start took most of 2 s, and the first check's result had not come in when
+	// the gate closed (the failure then had no check to name).
+	const app = start(t, ['--workers', '1', '--listen-timeout', '5s', '--reject-period', '300ms', script], {
 		cwd: dir,
 		env: {PORT: String(port), START_DELAY_MS: '0', READY_AFTER_MS: '700'},
 	});
