@@ -31,6 +31,7 @@ import process from 'node:process';
 import {setTimeout as delay} from 'node:timers/promises';
 import {fileURLToPath} from 'node:url';
 import {parseArgs} from 'node:util';
+import {parseTimedLine} from './lib/proc.js';
 import {percentile} from './lib/stats.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -107,7 +108,7 @@ for (const file of [cli, path.join(testkit, 'proc.js')]) {
 	}
 }
 
-const {cleanEnv, parseJsonLine, spawnGroup} = await import(path.join(testkit, 'proc.js'));
+const {cleanEnv, spawnGroup} = await import(path.join(testkit, 'proc.js'));
 const {freePort} = await import(path.join(testkit, 'net.js'));
 
 const progress = text => process.stderr.write(`bench: ${text}\n`);
@@ -346,14 +347,7 @@ try {
 		cwd: target.dir,
 		env: cleanEnv({PORT: String(port), START_DELAY_MS: String(config.startDelayMs), READY_AFTER_MS: String(config.readyAfterMs)}),
 		stderr: 'inherit',
-		parse(line) {
-			const record = parseJsonLine(line);
-			if (record) {
-				record.at = line.at;
-			}
-
-			return record;
-		},
+		parse: parseTimedLine,
 	});
 	const startTimeout = config.startDelayMs + config.readyAfterMs + 30_000;
 	await cluster.waitFor(line => line.msg === 'fixture warm', {count: config.workers, timeout: startTimeout, what: 'every worker warm'});

@@ -18,6 +18,16 @@ const groups = new Set();
 
 export const ROOT = new URL('../../', import.meta.url).pathname;
 
+/** A JSON log line with the time it was read (`at`), as the benches wait on them; undefined for any other line. */
+export function parseTimedLine(line) {
+	const record = parseJsonLine(line);
+	if (record) {
+		record.at = line.at;
+	}
+
+	return record;
+}
+
 /**
  * The build under test. Other people rebuild dist/ (`rm -rf dist && tsc`) while
  * they work, which would pull it from under a running benchmark, so the run takes
@@ -72,14 +82,7 @@ export function start(args, {env = {}, stdout = 'pipe', nodeArgs = []} = {}) {
 		env: {...process.env, BENCH_DIST: paths.dist, ...env},
 		stdout: stdio,
 		stderr: 'inherit',
-		parse(line) {
-			const record = parseJsonLine(line);
-			if (record) {
-				record.at = line.at;
-			}
-
-			return record;
-		},
+		parse: parseTimedLine,
 	});
 	if (file) {
 		closeSync(stdio);
