@@ -9,7 +9,11 @@
 //           without attach() unless said
 //   flags:  `graceful-cluster --version` and `--help` until exit, vs `node -e 0`
 //
-//   node bench/startup.js [--rounds 15] [--warmup 2] [--dist ../dist] [--only start|flags]
+//   node bench/startup.js [--rounds 15] [--warmup 2] [--dist [label=]dir ...] [--only start|flags]
+//
+// --dist names the build to run (a dir holding src/cli.js; ../dist by default).
+// Given more than once, every build's cases join the same rounds, so that two
+// builds (before and after a change) are compared under the same conditions.
 //
 // Each figure is from just before the spawn to the line (or the exit), read
 // here through a pipe; each server is then killed with its process group and
@@ -28,39 +32,52 @@ import {fmt, summary} from './lib/stats.js';
 const {values: flags} = parseArgs({options: {
 	rounds: {type: 'string', default: '15'},
 	warmup: {type: 'string', default: '2'},
-	dist: {type: 'string', default: new URL('../dist', import.meta.url).pathname},
+	dist: {type: 'string', multiple: true, default: [new URL('../dist', import.meta.url).pathname]},
 	only: {type: 'string'},
 	help: {type: 'boolean', short: 'h'},
 }});
 if (flags.help) {
-	process.stdout.write('node bench/startup.js [--rounds 15] [--warmup 2] [--dist ../dist] [--only start|flags]\n');
+	process.stdout.write('node bench/startup.js [--rounds 15] [--warmup 2] [--dist [label=]dir ...] [--only start|flags]\n');
 	process.exit(0);
 }
 
-const DIST = path.resolve(flags.dist);
-const CLI = path.join(DIST, 'src/cli.js');
+/** Each build under test: its label (none for a single build) and its CLI. */
+const BUILDS = flags.dist.map(spec => {
+	const [label, dir] = spec.includes('=') ? spec.split(/=(.*)/s) : [flags.dist.length > 1 ? path.basename(path.resolve(spec)) : '', spec];
+	const dist = path.resolve(dir);
+	const cli = path.join(dist, 'src/cli.js');
+	if (!existsSync(cli)) {
+		throw new Error(`${cli} is missing: run \`npm run build\` first (or give --dist).`);
+	}
+
+	return {label, dist, cli};
+});
 const HELLO = new URL('servers/hello.mjs', import.meta.url).pathname;
 const CLUSTER = new URL('servers/cluster.mjs', import.meta.url).pathname;
 const ROUNDS = Number(flags.rounds);
 const WARMUP = Number(flags.warmup);
 const TIMEOUT_MS = 15_000;
-if (!existsSync(CLI)) {
-	throw new Error(`${CLI} is missing: run \`npm run build\` first (or give --dist).`);
-}
 
 // The app listens on a port of its own choosing: no port to find first, none to collide.
-const APP_ENV = {PORT: '0', BENCH_DIST: DIST};
+const APP_ENV = {PORT: '0'};
+
+/** One case per build: `name [label]`. */
+const perBuild = make => Object.fromEntries(BUILDS.flatMap(build => Object.entries(make(build)).map(([name, spec]) => [build.label ? `${name} [${build.label}]` : name, spec])));
 
 /** The cases; `until` is the number of matching lines to wait for, or 'exit'. */
 const START_CASES = {
-	'graceful-cluster -w 2 app': {args: [CLI, '-w', '2', HELLO], env: {BENCH_WRAP: 'none'}, msg: 'worker listening', until: 2},
-	'graceful-cluster -w 2 app (attach)': {args: [CLI, '-w', '2', HELLO], env: {BENCH_WRAP: 'attach'}, msg: 'worker listening', until: 2},
+	...perBuild(({cli, dist}) => ({
+		'graceful-cluster -w 2 app': {args: [cli, '-w', '2', HELLO], env: {BENCH_WRAP: 'none'}, msg: 'worker listening', until: 2},
+		'graceful-cluster -w 2 app (attach)': {args: [cli, '-w', '2', HELLO], env: {BENCH_WRAP: 'attach', BENCH_DIST: dist}, msg: 'worker listening', until: 2},
+	})),
 	'node:cluster primary, 2 workers': {args: [CLUSTER], env: {BENCH_WRAP: 'none', WORKERS: '2'}, msg: 'worker listening', until: 2},
 	'node app': {args: [HELLO], env: {BENCH_WRAP: 'none'}, msg: 'listening', until: 1},
 };
 const FLAG_CASES = {
-	'graceful-cluster --version': {args: [CLI, '--version'], until: 'exit'},
-	'graceful-cluster --help': {args: [CLI, '--help'], until: 'exit'},
+	...perBuild(({cli}) => ({
+		'graceful-cluster --version': {args: [cli, '--version'], until: 'exit'},
+		'graceful-cluster --help': {args: [cli, '--help'], until: 'exit'},
+	})),
 	'node -e 0': {args: ['-e', '0'], until: 'exit'},
 };
 
@@ -165,7 +182,7 @@ function table(samples, baselines) {
 	return lines.join('\n');
 }
 
-process.stdout.write(`node ${process.version}, ${ROUNDS} rounds (+${WARMUP} warm-up), CLI ${CLI}\n\n`);
+process.stdout.write(`node ${process.version}, ${ROUNDS} rounds (+${WARMUP} warm-up); ${BUILDS.map(({label, cli}) => (label ? `${label}: ${cli}` : cli)).join(', ')}${process.env.NODE_EXTRA_CA_CERTS ? '; NODE_EXTRA_CA_CERTS is set (every node process reads it at start)' : ''}\n\n`);
 if (flags.only !== 'flags') {
 	process.stdout.write(`start: spawn -> all workers listening\n${table(await measure(START_CASES), ['node:cluster primary, 2 workers', 'node app'])}\n\n`);
 }

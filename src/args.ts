@@ -12,7 +12,6 @@
  * Here: the options table and how yargs reads it. The values' parsers are in
  * values.ts, finding the script in script.ts.
  */
-import {readFileSync} from 'node:fs';
 import yargs from 'yargs';
 import {UsageError} from './errors.js';
 import {EXIT_CODE_MEANINGS, ExitCode} from './exit-codes.js';
@@ -24,6 +23,7 @@ import {formatDuration} from './duration.js';
 import {looksLikeScript, resolveScript} from './script.js';
 import {DEFAULT_SETTINGS, envName, parseDurationSetting, readSettings, SETTING_FLAGS} from './settings.js';
 import {forkCwd, logicalCwd} from './working-directory.js';
+import {HELP_WIDTH, helpWidth, ownVersion} from './print-only.js';
 import {
 	MIN_WORKER_TIMEOUT_MS, parseLogFormat, parseLogLevel, parseMetricsAddress, parsePositiveInt, parseSize,
 	parseSwitch, parseWholeNumber, parseWorkerTimeout, VALUE_KINDS, type ValueKind,
@@ -84,8 +84,6 @@ const FLAG_ONLY: Readonly<Record<string, {readonly flag: string; readonly prints
 	v: {flag: '-v', prints: 'version'},
 };
 
-const helpWidth = (): number => Math.min(110, process.stdout.columns ?? 110);
-
 /** Word-wraps `text` to `width`, indenting the lines after the first by `indent`. */
 function hang(text: string, width: number, indent: number): string {
 	const lines: string[] = [];
@@ -112,18 +110,7 @@ function exitCodeTable(width: number): string {
 	return ['Exit codes:', ...rows].join('\n');
 }
 
-/** graceful-cluster's own version, from the package.json it was installed with (two levels above dist/src/). */
-function ownVersion(): string {
-	try {
-		const {version} = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {version?: unknown};
-		return typeof version === 'string' ? version : 'unknown';
-	} catch {
-		return 'unknown';
-	}
-}
-
-function parser(argv: readonly string[]) {
-	const width = helpWidth();
+function parser(argv: readonly string[], width = helpWidth()) {
 	const options = Object.fromEntries(Object.entries(OPTIONS).map(([name, spec]) => [name, {
 		type: 'string' as const,
 		...(spec.alias === undefined ? {} : {alias: spec.alias}),
@@ -286,6 +273,19 @@ function checkFlagOnlyVariables(): void {
 			);
 		}
 	}
+}
+
+/**
+ * `--help` as yargs prints it at full width, with no variable of ours set (in
+ * the locale the caller runs in): what scripts/write-help.js writes to help.txt
+ * at build time, for print-only.ts.
+ */
+export function helpText(): string {
+	let output = '';
+	withoutNonOptions(() => parser(['--help'], HELP_WIDTH).parseSync(['--help'], {}, (_error, _argv, text) => {
+		output = text;
+	}));
+	return output;
 }
 
 /**

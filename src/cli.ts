@@ -5,8 +5,11 @@
  * hundred milliseconds, and a SIGTERM in that time would kill the primary (as
  * PID 1 it would be dropped: the kernel ignores a signal PID 1 has no handler
  * for, and the pod would run on until SIGKILL). The signals held here are
- * handed to the primary once it exists (main.ts).
+ * handed to the primary once it exists (main.ts). And one shortcut: a plain
+ * `--version` or `--help` is answered without loading any of it (print-only.ts).
  */
+import {ExitCode} from './exit-codes.js';
+import {printOnly} from './print-only.js';
 import {HANDLED_SIGNALS} from './signals.js';
 
 const early: NodeJS.Signals[] = [];
@@ -16,6 +19,12 @@ const hold = (signal: NodeJS.Signals): void => {
 
 for (const signal of HANDLED_SIGNALS) {
 	process.on(signal, hold);
+}
+
+const printed = printOnly(process.argv.slice(2), process.env);
+if (printed !== undefined) {
+	process.stdout.write(`${printed}\n`);
+	process.exit(ExitCode.OK);
 }
 
 const {main} = await import('./main.js');

@@ -127,6 +127,8 @@ test('the tarball holds LICENSE, README.md, package.json and src/ compiled with 
 		}
 	}
 	t.true(seen.has('dist/src/worker/index.d.cts'));
+	// The prebuilt --help (print-only.ts): without it, every --help loads yargs.
+	t.true(packed.has('dist/src/help.txt'));
 	// A source map is only worth shipping with the sources it points at; we ship neither.
 	for (const map of files.filter(file => file.endsWith('.map'))) {
 		const {sources: mapped} = JSON.parse(readFileSync(path.join(ROOT, map), 'utf8')) as {sources: string[]};

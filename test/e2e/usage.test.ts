@@ -41,3 +41,15 @@ test('--help lists the options with their types and defaults, and the exit codes
 		t.regex(text, new RegExp(`^${code}  ${name} `, 'm'), name);
 	}
 });
+
+test('a plain --help or --version prints what yargs prints (they are answered without it: print-only.ts)', async t => {
+	for (const flag of ['--help', '-h', '--version', '-v']) {
+		const quick = start(t, [flag]);
+		// A variable of ours sends the same flag through yargs.
+		const viaYargs = start(t, [flag], {env: {GRACEFUL_CLUSTER_LOG_LEVEL: 'info'}});
+		const [quickExit, yargsExit] = await Promise.all([quick.exited, viaYargs.exited]);
+		t.is(quickExit.code, 0, flag);
+		t.is(yargsExit.code, 0, flag);
+		t.is(quick.text(), viaYargs.text(), flag);
+	}
+});
