@@ -2,7 +2,7 @@
  * The command after its signals are held (cli.ts): parse, start the primary,
  * exit with the code it settles on (exit-codes.ts). No logic of its own.
  */
-import {parseArgs, type ParseResult} from './args.js';
+import {quickParseArgs, type ParseResult} from './command-line.js';
 import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
 import {createLogger, syncWriter} from './logger.js';
@@ -19,7 +19,9 @@ export interface EarlySignals {
 export async function main({early, release}: EarlySignals): Promise<never> {
 	let result: ParseResult;
 	try {
-		result = parseArgs(process.argv.slice(2));
+		// yargs only when the quick read leaves it something to do (command-line.ts).
+		const argv = process.argv.slice(2);
+		result = quickParseArgs(argv) ?? (await import('./args.js')).yargsParseArgs(argv);
 	} catch (error) {
 		if (error instanceof UsageError) {
 			process.stderr.write(`graceful-cluster: ${error.message}\n`);

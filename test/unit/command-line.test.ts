@@ -1,0 +1,144 @@
+// The quick read of the command line (command-line.ts) against yargs itself: the
+// same options, the same complaints, and yargs whenever the quick read is unsure.
+import test from 'ava';
+import yargsParser from 'yargs-parser';
+import {parseArgs, yargsParseArgs} from '../../src/args.js';
+import {PARSER_OPTIONS, quickParseArgs} from '../../src/command-line.js';
+import {ROOT} from '../helpers/cluster.js';
+
+const script = 'examples/hello/server.js';
+
+/** Runs `fn` with exactly these GRACEFUL_CLUSTER_* variables (and PORT), then puts the environment back in place. */
+function withEnv<T>(env: Record<string, string>, fn: () => T): T {
+	const ours = (key: string): boolean => key.startsWith('GRACEFUL_CLUSTER_') || key === 'PORT';
+	const saved = Object.entries(process.env).filter(([key]) => ours(key));
+	for (const [key] of saved) {
+		delete process.env[key];
+	}
+
+	Object.assign(process.env, env);
+	try {
+		return fn();
+	} finally {
+		// Deleted and set in place: yargs keeps the process.env object it first saw.
+		for (const key of Object.keys(process.env).filter(key => ours(key))) {
+			delete process.env[key];
+		}
+
+		Object.assign(process.env, Object.fromEntries(saved));
+	}
+}
+
+/** What a parse gives, or the message it throws. */
+function outcome(parse: () => unknown): unknown {
+	try {
+		return {result: parse()};
+	} catch (error) {
+		return {error: error instanceof Error ? `${error.constructor.name}: ${error.message}` : String(error)};
+	}
+}
+
+const cases: Array<[argv: string[], env?: Record<string, string>]> = [
+	[[script]],
+	[['-w', '3', '--reject-period', '5s', script, '--port', '3000', '-w', '1']],
+	[['--workers=2', '--grace-period=2m', script]],
+	[['-w=2', script]],
+	[['--reject-period', '-5s', script]],
+	[['--logFormat', 'json', '--rejectPeriod', '3s', script]],
+	[['--log-format', 'pretty', '--log-level', 'debug', script]],
+	[['--metrics', '127.0.0.1:9091', '--hung-stack', 'on', '--adaptive-reject', 'on', script]],
+	[['--max-memory-restart', '300M', '--max-requests', '100', '--max-requests-jitter', '10', script]],
+	[['--readiness-path', '', '--liveness-path', '/alive', script]],
+	[['--grace-period', '10s', '--grace-period', '20s', '--reject-period', '15s', script]],
+	[['--', script, '--x']],
+	[['-w', '2', '--', script]],
+	[[script, '--help']],
+	[[script, 'help']],
+	[['./nope/server.js']],
+	[['examples/hello']],
+	[[]],
+	[['-w', '2']],
+	[['-w']],
+	[['-']],
+	[['--workers', 'abc', script]],
+	[['--no-workers', script]],
+	[['--workers.a', '2', script]],
+	[['--wrokers', '2', script]],
+	[['-x', script]],
+	[['-wx', '2', script]],
+	[['--help']],
+	[['-h']],
+	[['--version']],
+	[['-v', script]],
+	[['-w', '2', '--help', script]],
+	[['--help=false', script]],
+	[['--get-yargs-completions', script]],
+	[[script], {GRACEFUL_CLUSTER_WORKERS: '2', GRACEFUL_CLUSTER_REJECT_PERIOD: '7s'}],
+	[['--reject-period', '3s', script], {GRACEFUL_CLUSTER_REJECT_PERIOD: '7s'}],
+	[[script], {GRACEFUL_CLUSTER_LOG_FORMAT: 'pretty'}],
+	[[script], {GRACEFUL_CLUSTER_WORKERS: 'many'}],
+	[[script], {GRACEFUL_CLUSTER_BOGUS: '1'}],
+	[[script], {GRACEFUL_CLUSTER_HELP: 'true'}],
+	[[script], {GRACEFUL_CLUSTER_V: ''}],
+	[[script], {GRACEFUL_CLUSTER_SERVICE_HOST: '10.0.0.1', GRACEFUL_CLUSTER_PORT_80_TCP: 'tcp://10.0.0.1:80'}],
+	[['--metrics', '3000', script], {PORT: '3000'}],
+];
+
+test.serial('the quick read gives what yargs gives, or leaves the command line to yargs', t => {
+	let quick = 0;
+	for (const [argv, env = {}] of cases) {
+		const name = `${JSON.stringify(argv)} ${JSON.stringify(env)}`;
+		withEnv(env, () => {
+			const viaYargs = outcome(() => yargsParseArgs(argv, ROOT));
+			t.deepEqual(outcome(() => parseArgs(argv, ROOT)), viaYargs, name);
+			const read = outcome(() => quickParseArgs(argv, ROOT));
+			if (!('result' in (read as object)) || (read as {result: unknown}).result !== undefined) {
+				quick++;
+				t.deepEqual(read, viaYargs, name);
+			}
+		});
+	}
+
+	// The plain ones, at least, are read without yargs.
+	t.true(quick >= 20, `${quick} read quickly`);
+});
+
+test.serial('a plain command line, its errors in its values included, never needs yargs', t => {
+	for (const argv of [[script], ['-w', '2', '--reject-period', '5s', script, '--help'], ['--workers', 'abc', script], ['nope.js']]) {
+		withEnv({GRACEFUL_CLUSTER_GRACE_PERIOD: '60s'}, () => {
+			t.not(outcome(() => quickParseArgs(argv, ROOT)), {result: undefined}, JSON.stringify(argv));
+		});
+	}
+
+	for (const argv of [['--help'], ['--version'], ['--bogus', script]]) {
+		t.deepEqual(outcome(() => quickParseArgs(argv, ROOT)), {result: undefined}, JSON.stringify(argv));
+	}
+});
+
+test.serial('the quick read gives yargs-parser what yargs gives it', t => {
+	const {detailed} = yargsParser;
+	let given: Record<string, unknown> | undefined;
+	yargsParser.detailed = (args, options) => {
+		given = options as Record<string, unknown>;
+		return detailed(args, options);
+	};
+
+	try {
+		withEnv({}, () => yargsParseArgs([script], ROOT));
+	} finally {
+		yargsParser.detailed = detailed;
+	}
+
+	const relevant = (options: Record<string, unknown>) => {
+		const {boolean, string, alias, default: defaults, key, envPrefix, configuration} = options;
+		return {boolean, string, alias, default: defaults, key, envPrefix, configuration};
+	};
+
+	t.deepEqual(relevant(PARSER_OPTIONS), relevant(given ?? {}));
+	// Nothing else that shapes a parse.
+	for (const [name, value] of Object.entries(given ?? {})) {
+		if (!(name in relevant(given ?? {})) && name !== '__') {
+			t.true(value === undefined || (typeof value === 'object' && value !== null && Object.keys(value).length === 0) || name === 'showHiddenOpt', name);
+		}
+	}
+});
