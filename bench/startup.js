@@ -11,7 +11,8 @@
 //
 //   node bench/startup.js [--rounds 15] [--warmup 2] [--dist [label=]dir ...] [--only start|flags]
 //
-// --dist names the build to run (a dir holding src/cli.js; ../dist by default).
+// --dist names the build to run (a dist/ dir: its bundle/cli.js, or src/cli.js in a
+// build from before the bundle; ../dist by default).
 // Given more than once, every build's cases join the same rounds, so that two
 // builds (before and after a change) are compared under the same conditions.
 //
@@ -45,12 +46,14 @@ if (flags.help) {
 const BUILDS = flags.dist.map(spec => {
 	const [label, dir] = spec.includes('=') ? spec.split(/=(.*)/s) : [flags.dist.length > 1 ? path.basename(path.resolve(spec)) : '', spec];
 	const dist = path.resolve(dir);
-	const cli = path.join(dist, 'src/cli.js');
+	// What the package runs (package.json's bin and exports), or a build from before the bundle: the compiled tree.
+	const shipped = ['bundle/cli.js', 'bundle/worker/index.js'].map(file => path.join(dist, file));
+	const [cli, worker] = existsSync(shipped[0]) ? shipped : ['src/cli.js', 'src/worker/index.js'].map(file => path.join(dist, file));
 	if (!existsSync(cli)) {
 		throw new Error(`${cli} is missing: run \`npm run build\` first (or give --dist).`);
 	}
 
-	return {label, dist, cli};
+	return {label, dist, cli, worker};
 });
 const HELLO = new URL('servers/hello.mjs', import.meta.url).pathname;
 const CLUSTER = new URL('servers/cluster.mjs', import.meta.url).pathname;
@@ -66,9 +69,9 @@ const perBuild = make => Object.fromEntries(BUILDS.flatMap(build => Object.entri
 
 /** The cases; `until` is the number of matching lines to wait for, or 'exit'. */
 const START_CASES = {
-	...perBuild(({cli, dist}) => ({
+	...perBuild(({cli, worker}) => ({
 		'graceful-cluster -w 2 app': {args: [cli, '-w', '2', HELLO], env: {BENCH_WRAP: 'none'}, msg: 'worker listening', until: 2},
-		'graceful-cluster -w 2 app (attach)': {args: [cli, '-w', '2', HELLO], env: {BENCH_WRAP: 'attach', BENCH_DIST: dist}, msg: 'worker listening', until: 2},
+		'graceful-cluster -w 2 app (attach)': {args: [cli, '-w', '2', HELLO], env: {BENCH_WRAP: 'attach', BENCH_WORKER: worker}, msg: 'worker listening', until: 2},
 	})),
 	'node:cluster primary, 2 workers': {args: [CLUSTER], env: {BENCH_WRAP: 'none', WORKERS: '2'}, msg: 'worker listening', until: 2},
 	'node app': {args: [HELLO], env: {BENCH_WRAP: 'none'}, msg: 'listening', until: 1},

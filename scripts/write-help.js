@@ -5,7 +5,7 @@
 import {writeFileSync} from 'node:fs';
 import process from 'node:process';
 import {helpText} from '../dist/src/args.js';
-import {HELP_FILE} from '../dist/src/print-only.js';
+import {HELP_FILE} from '../dist/src/package-files.js';
 
 for (const key of Object.keys(process.env)) {
 	if (key.startsWith('GRACEFUL_CLUSTER_')) {

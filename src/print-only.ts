@@ -6,32 +6,30 @@
  * - the flag alone on the command line;
  * - no `GRACEFUL_CLUSTER_*` variable in the environment (yargs reads them as
  *   options, and some make `--help` an error: args.ts);
- * - for `--help`, the text the build wrote with yargs (help.txt beside this
- *   file, from scripts/write-help.js) at its width and in its language: yargs
- *   wraps to the terminal and translates its headings for the locale.
+ * - for `--help`, the text the build wrote with yargs (help.txt,
+ *   package-files.ts) at its width and in its language: yargs wraps to the
+ *   terminal and translates its headings for the locale.
  *
  * Anything else, or no help.txt (a build by plain `tsc`), goes through args.ts
  * as before. test/unit/print-only.test.ts holds the two to the same text.
  */
 import {readFileSync} from 'node:fs';
+import {HELP_FILE, PACKAGE_JSON} from './package-files.js';
 
 /** The widest help; narrower on a narrower terminal. */
 export const HELP_WIDTH = 110;
 
 export const helpWidth = (): number => Math.min(HELP_WIDTH, process.stdout.columns ?? HELP_WIDTH);
 
-/** graceful-cluster's own version, from the package.json it was installed with (two levels above dist/src/). */
+/** graceful-cluster's own version, from the package.json it was installed with. */
 export function ownVersion(): string {
 	try {
-		const {version} = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {version?: unknown};
+		const {version} = JSON.parse(readFileSync(PACKAGE_JSON, 'utf8')) as {version?: unknown};
 		return typeof version === 'string' ? version : 'unknown';
 	} catch {
 		return 'unknown';
 	}
 }
-
-/** The help text the build wrote, or undefined. */
-export const HELP_FILE = new URL('help.txt', import.meta.url);
 
 /**
  * The locale yargs would pick, by its own rule (the first of these variables

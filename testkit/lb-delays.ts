@@ -443,7 +443,7 @@ export class HealthChecker {
 // Pods
 
 export interface PodOptions {
-	/** The CLI's path (dist/src/cli.js). */
+	/** The CLI's path (the package's bin, dist/bundle/cli.js). */
 	readonly cli: string;
 	/** The app (test/fixtures/app.mjs). */
 	readonly app: string;

@@ -54,7 +54,8 @@ export function snapshotDist(name = 'current') {
 export const paths = {dist: '', cli: ''};
 export function useDist(dir) {
 	paths.dist = dir;
-	paths.cli = path.join(dir, 'src/cli.js');
+	// The bundle the package runs (package.json's bin); a build from before it has the compiled tree only.
+	paths.cli = existsSync(path.join(dir, 'bundle/cli.js')) ? path.join(dir, 'bundle/cli.js') : path.join(dir, 'src/cli.js');
 }
 export const HELLO = new URL('../servers/hello.mjs', import.meta.url).pathname;
 export const CLUSTER = new URL('../servers/cluster.mjs', import.meta.url).pathname;

@@ -49,7 +49,8 @@ switch (wrap) {
 		// By path, from the copy of dist/ under test (BENCH_DIST, set by the bench);
 		// bench/ has its own package.json, so 'graceful-cluster/worker' would not
 		// resolve from here anyway.
-		const {attach} = await import(`${process.env.BENCH_DIST ?? new URL('../../dist', import.meta.url).pathname}/src/worker/index.js`);
+		// BENCH_WORKER: the helper's file itself (bench/startup.js gives the bundle's).
+		const {attach} = await import(process.env.BENCH_WORKER ?? `${process.env.BENCH_DIST ?? new URL('../../dist', import.meta.url).pathname}/src/worker/index.js`);
 		attach(server);
 		break;
 	}

@@ -41,6 +41,7 @@ import {Supervisor} from './supervisor.js';
 import type {NoticeCode} from '../protocol.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
 import {workerEnv} from '../worker-env.js';
+import {BOOTSTRAP_URL} from '../package-files.js';
 
 export interface PrimaryOutput {
 	readonly logger: Logger;
@@ -67,8 +68,6 @@ const shownName = (state: PrimaryState): ClusterState => state.name === 'stopped
 export const RETIRE_LINGER_MS = 1000;
 /** How long to wait, once every worker has exited, for the rest of their output. */
 const OUTPUT_FLUSH_MS = 1000;
-
-const BOOTSTRAP = new URL('../worker/bootstrap.js', import.meta.url).href;
 
 export class Primary {
 	private state: PrimaryState = {name: 'running'};
@@ -106,7 +105,7 @@ export class Primary {
 			cwd: options.cwd,
 			// The bootstrap runs in every worker before the app: it keeps the worker
 			// alive on a direct SIGTERM/SIGINT and holds the drain message for attach().
-			execArgv: [...process.execArgv, ...(options.execArgv ?? []), '--import', BOOTSTRAP],
+			execArgv: [...process.execArgv, ...(options.execArgv ?? []), '--import', BOOTSTRAP_URL],
 			env: workerEnv(options),
 			logger,
 			stdout: output.stdout,

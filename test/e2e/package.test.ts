@@ -127,8 +127,12 @@ test('the tarball holds LICENSE, README.md, package.json and src/ compiled with 
 		}
 	}
 	t.true(seen.has('dist/src/worker/index.d.cts'));
-	// The prebuilt --help (print-only.ts): without it, every --help loads yargs.
-	t.true(packed.has('dist/src/help.txt'));
+	// The prebuilt --help (print-only.ts) beside the code that reads it: without it, every --help loads yargs.
+	t.true(packed.has('dist/bundle/help.txt'));
+	// The bundle's worker entries beside the bootstrap: the hung-stack thread, and the CommonJS hand-over.
+	for (const file of ['dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/watchdog-thread.js', 'dist/bundle/worker/index.cjs']) {
+		t.true(packed.has(file), file);
+	}
 	// A source map is only worth shipping with the sources it points at; we ship neither.
 	for (const map of files.filter(file => file.endsWith('.map'))) {
 		const {sources: mapped} = JSON.parse(readFileSync(path.join(ROOT, map), 'utf8')) as {sources: string[]};

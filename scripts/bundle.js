@@ -1,0 +1,85 @@
+// Bundles what the package runs into dist/bundle/ (esbuild), after tsc and
+// write-help.js: the CLI and the worker's two entries, the bootstrap preloaded
+// into every worker and the helper the app imports. Run by `npm run build`.
+//
+// Why: Node loads an ES module tree file by file, and a start reads some 120 of
+// them (our ~60, pino's ~25, p-event's, yargs-parser's). One file per entry,
+// plus a chunk or two, starts the primary and each worker tens of milliseconds
+// sooner (bench/startup.js). package.json's bin and exports point here; dist/src/
+// stays the compiled tree the unit tests import, with the declarations.
+//
+// Two builds, so that code lands where src/ has it: the CLI's at dist/bundle/,
+// the worker's at dist/bundle/worker/. A module that finds a file by URL from
+// itself (FINDS_FILES below) must land at the same depth it has in src/; the
+// build fails if it did not.
+//
+// What stays outside, loaded from node_modules as before: yargs (only for
+// --help and complaints about an option, args.ts; it also reads its own locale
+// files by path), prom-client (only with --metrics) and pino-pretty (only for
+// pretty logs). Both stay lazy: a dynamic import() is its own chunk here.
+import {copyFileSync, existsSync, readFileSync, rmSync} from 'node:fs';
+import path from 'node:path';
+import process from 'node:process';
+import {build} from 'esbuild';
+
+const ROOT = path.resolve(new URL('..', import.meta.url).pathname);
+const OUT = path.join(ROOT, 'dist/bundle');
+
+const common = {
+	bundle: true,
+	splitting: true,
+	format: 'esm',
+	platform: 'node',
+	target: 'node20.19',
+	// Names as written: stack traces and any `.name` read at run time stay as in the compiled tree.
+	keepNames: true,
+	chunkNames: 'chunk-[hash]',
+	external: ['yargs', 'prom-client', 'pino-pretty'],
+	// pino and its dependencies are CommonJS: their require() of Node's own modules needs a real require.
+	banner: {js: 'import {createRequire as __createRequire} from \'node:module\'; const require = __createRequire(import.meta.url);'},
+	metafile: true,
+	logLevel: 'warning',
+	absWorkingDir: ROOT,
+};
+
+/** The modules that find a file by URL from their own, each with the build that must keep it at its depth. */
+const FINDS_FILES = {
+	cli: ['src/package-files.ts'],
+	worker: ['src/worker/bootstrap.ts', 'src/worker/heartbeat.ts'],
+};
+
+const builds = {
+	cli: {entryPoints: {cli: 'src/cli.ts'}, outdir: OUT, base: 'src'},
+	worker: {
+		entryPoints: {bootstrap: 'src/worker/bootstrap.ts', index: 'src/worker/index.ts', 'watchdog-thread': 'src/worker/watchdog-thread.ts'},
+		outdir: path.join(OUT, 'worker'),
+		base: 'src/worker',
+	},
+};
+
+// Wholly generated: a chunk of an earlier build must not linger.
+rmSync(OUT, {recursive: true, force: true});
+for (const [name, {entryPoints, outdir, base}] of Object.entries(builds)) {
+	// eslint-disable-next-line no-await-in-loop
+	const {metafile} = await build({...common, entryPoints, outdir});
+	for (const module of FINDS_FILES[name]) {
+		const want = path.relative(base, path.dirname(module));
+		const landed = Object.entries(metafile.outputs).filter(([, output]) => module in output.inputs).map(([file]) => path.relative(path.relative(ROOT, outdir), path.dirname(file)));
+		if (landed.length === 0 || landed.some(dir => dir !== want)) {
+			process.stderr.write(`bundle: ${module} finds files by URL from itself, so it must land in ${path.join(path.relative(ROOT, outdir), want)}/; it landed in ${landed.join(', ') || 'no output'}\n`);
+			process.exit(1);
+		}
+	}
+}
+
+// What the bundle reads beside its code: the prebuilt --help (print-only.ts, when
+// write-help.js made it), and the CommonJS entry, which hands over ./index.js.
+if (existsSync(path.join(ROOT, 'dist/src/help.txt'))) {
+	copyFileSync(path.join(ROOT, 'dist/src/help.txt'), path.join(OUT, 'help.txt'));
+}
+
+copyFileSync(path.join(ROOT, 'dist/src/worker/index.cjs'), path.join(OUT, 'worker/index.cjs'));
+if (!readFileSync(path.join(OUT, 'worker/index.cjs'), 'utf8').includes('require(\'./index.js\')')) {
+	process.stderr.write('bundle: dist/src/worker/index.cjs no longer hands over ./index.js; the bundle\'s copy would not work\n');
+	process.exit(1);
+}

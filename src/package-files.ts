@@ -1,0 +1,20 @@
+/**
+ * The package's own files that the primary finds at run time, by URL from this
+ * module: package.json (the version), help.txt (the prebuilt --help,
+ * print-only.ts) and the worker bootstrap (primary/index.ts).
+ *
+ * Here, at src/'s root, because the path from here is the same in the compiled
+ * tree (dist/src/) and in the bundle the package runs (dist/bundle/,
+ * scripts/bundle.js): the bundle puts the CLI's code at its root and the
+ * worker's in worker/, as src/ has them, and checks that this module's code
+ * landed at the root.
+ */
+
+/** graceful-cluster's package.json, two levels above this file's directory. */
+export const PACKAGE_JSON = new URL('../../package.json', import.meta.url);
+
+/** `--help` as yargs prints it, written by the build (scripts/write-help.js); absent after a plain `tsc`. */
+export const HELP_FILE = new URL('help.txt', import.meta.url);
+
+/** What every worker is started with (`node --import <this> app.js`): worker/bootstrap.ts, compiled. */
+export const BOOTSTRAP_URL = new URL('worker/bootstrap.js', import.meta.url).href;
