@@ -4,10 +4,15 @@
  *
  * pino writes synchronously to stdout by default, which is what we want: the
  * last lines before `process.exit` (the drain summary) must not be lost.
+ *
+ * pino itself loads when a logger is made (pino.cts), or, for a worker's
+ * (`createLazyLogger`), at its first line: most workers log nothing until the
+ * drain, and loading pino is half of what the bootstrap costs each worker's start.
  */
 import {UsageError} from './errors.js';
+import {loadPino} from './pino.cjs';
 import {readWorkerEnv, WORKER_ENV} from './worker-env.js';
-import {pino, type DestinationStream, type Logger, type LevelWithSilent} from 'pino';
+import type {DestinationStream, Logger, LevelWithSilent} from 'pino';
 
 export type {Logger} from 'pino';
 
@@ -30,15 +35,45 @@ export interface LoggerOptions {
  * Synchronous, in buffer mode: pino's lines are strings, the workers' output
  * passed through (primary/output.ts) is bytes, written as they are.
  */
-export const syncWriter = (fd: 1 | 2): DestinationStream & {write(data: string | Buffer): unknown} => pino.destination({dest: fd, sync: true, contentMode: 'buffer'});
+export const syncWriter = (fd: 1 | 2): DestinationStream & {write(data: string | Buffer): unknown} => loadPino().destination({dest: fd, sync: true, contentMode: 'buffer'});
 
 export function createLogger({role, level, workerId, destination}: LoggerOptions): Logger {
-	return pino({
+	return loadPino()({
 		level,
 		base: workerId === undefined ? {role, pid: process.pid} : {role, pid: process.pid, worker: workerId},
 		// Level names instead of numbers: people read these in `kubectl logs`.
 		formatters: {level: label => ({level: label})},
 	}, destination ?? syncWriter(1));
+}
+
+/** pino's numbers for its levels (a logger's `levels.values`, where `silent` is there too, unlisted). */
+const LEVEL_VALUES: Readonly<Record<string, number>> = {trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Number.POSITIVE_INFINITY};
+
+/**
+ * `createLogger(options)`, made at its first use: what is asked of it first
+ * loads pino. `isLevelEnabled()` is answered without it, as pino answers it
+ * (a known level at or above the logger's), since attach() asks it at once.
+ * A level pino would not know makes the logger at once, to throw where it did.
+ */
+export function createLazyLogger(options: LoggerOptions): Logger {
+	if (!(LOG_LEVELS as readonly string[]).includes(options.level)) {
+		return createLogger(options);
+	}
+
+	let logger: Logger | undefined;
+	const threshold = LEVEL_VALUES[options.level]!;
+	const isLevelEnabled = (level: string): boolean => Object.hasOwn(LEVEL_VALUES, level) && LEVEL_VALUES[level]! >= threshold;
+	return new Proxy({} as Logger, {
+		get(_target, key) {
+			if (logger === undefined && key === 'isLevelEnabled') {
+				return isLevelEnabled;
+			}
+
+			logger ??= createLogger(options);
+			const value: unknown = Reflect.get(logger, key, logger);
+			return typeof value === 'function' ? value.bind(logger) : value;
+		},
+	});
 }
 
 /**

@@ -22,7 +22,7 @@
  */
 import cluster from 'node:cluster';
 import {performance} from 'node:perf_hooks';
-import {createLogger} from '../logger.js';
+import {createLazyLogger} from '../logger.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {rejectEndsAt, remaining} from '../timeline.js';
 import {readWorkerEnv} from '../worker-env.js';
@@ -44,7 +44,7 @@ for (let index = process.execArgv.indexOf(self); index > 0 && process.execArgv[i
 if (cluster.isWorker && cluster.worker) {
 	const workerId = cluster.worker.id;
 	const {logLevel, heartbeat} = readWorkerEnv(process.env);
-	const logger = createLogger({role: 'worker', level: logLevel, workerId});
+	const logger = createLazyLogger({role: 'worker', level: logLevel, workerId});
 
 	const channel = openChannel(workerId, {
 		invalid(reason) {

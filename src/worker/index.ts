@@ -8,7 +8,7 @@
  * with the same timeline read from `GRACEFUL_CLUSTER_*`.
  */
 import net from 'node:net';
-import {createLogger, logLevelFromEnv} from '../logger.js';
+import {createLazyLogger, logLevelFromEnv} from '../logger.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
 import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
@@ -116,7 +116,7 @@ function setUp(): ProcessDrain {
 
 	const level = logLevelFromEnv(process.env);
 	if (channel) {
-		const logger = createLogger({role: 'worker', level, workerId: channel.workerId});
+		const logger = createLazyLogger({role: 'worker', level, workerId: channel.workerId});
 		const drain = new ProcessDrain(settings, logger);
 		if (readWorkerEnv(process.env).replacement) {
 			const started = new Warmup(message => {
@@ -132,7 +132,7 @@ function setUp(): ProcessDrain {
 		return drain;
 	}
 
-	const logger = createLogger({role: 'standalone', level});
+	const logger = createLazyLogger({role: 'standalone', level});
 	const drain = new ProcessDrain(settings, logger);
 	runStandalone(drain, logger, timeline!);
 	return drain;
