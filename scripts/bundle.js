@@ -1,12 +1,16 @@
-// Bundles what the package runs into dist/bundle/ (esbuild), after tsc and
-// write-help.js: the CLI and the worker's two entries, the bootstrap preloaded
-// into every worker and the helper the app imports. Run by `npm run build`.
+// After tsc, in `npm run build`: writes dist/src/help.txt (write-help.js) and
+// bundles what the package runs into dist/bundle/ (esbuild): the CLI and the
+// worker's two entries, the bootstrap preloaded into every worker and the
+// helper the app imports. Both are skipped when nothing they read has changed
+// since (the inputs are listed in dist/bundle-inputs.json), so a build with
+// nothing to do stays under a second.
 //
-// Why: Node loads an ES module tree file by file, and a start reads some 120 of
-// them (our ~60, pino's ~25, p-event's, yargs-parser's). One file per entry,
-// plus a chunk or two, starts the primary and each worker tens of milliseconds
-// sooner (bench/startup.js). package.json's bin and exports point here; dist/src/
-// stays the compiled tree the unit tests import, with the declarations.
+// Why a bundle: Node loads an ES module tree file by file, and a start reads some
+// 120 of them (our ~60, pino's ~25, p-event's, yargs-parser's). One file per
+// entry, plus a chunk or two, starts the primary and each worker tens of
+// milliseconds sooner (bench/startup.js). package.json's bin and exports point
+// here; dist/src/ stays the compiled tree the unit tests import, with the
+// declarations.
 //
 // Two builds, so that code lands where src/ has it: the CLI's at dist/bundle/,
 // the worker's at dist/bundle/worker/. A module that finds a file by URL from
@@ -17,13 +21,39 @@
 // --help and complaints about an option, args.ts; it also reads its own locale
 // files by path), prom-client (only with --metrics) and pino-pretty (only for
 // pretty logs). Both stay lazy: a dynamic import() is its own chunk here.
-import {copyFileSync, existsSync, readFileSync, rmSync} from 'node:fs';
+import {execFileSync} from 'node:child_process';
+import {copyFileSync, existsSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs';
 import path from 'node:path';
 import process from 'node:process';
-import {build} from 'esbuild';
 
 const ROOT = path.resolve(new URL('..', import.meta.url).pathname);
 const OUT = path.join(ROOT, 'dist/bundle');
+// Beside the bundle, not in it: the tarball ships dist/bundle/.
+const INPUTS = path.join(ROOT, 'dist/bundle-inputs.json');
+
+/** What the outputs depend on besides the bundled modules, root-relative. */
+const ALSO_READ = ['package.json', 'tsconfig.json', 'scripts/bundle.js', 'scripts/write-help.js', 'node_modules/yargs/package.json', 'dist/src/worker/index.cjs'];
+/** What must be there for a skip. */
+const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/help.txt', 'dist/bundle/cli.js', 'dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs'];
+
+/** True when the last run's outputs are all there and no file it read is newer than its list. */
+function upToDate() {
+	try {
+		const builtAt = statSync(INPUTS).mtimeMs;
+		const inputs = JSON.parse(readFileSync(INPUTS, 'utf8'));
+		return OUTPUTS.every(file => existsSync(path.join(ROOT, file))) && inputs.every(file => statSync(path.join(ROOT, file)).mtimeMs <= builtAt);
+	} catch {
+		return false;
+	}
+}
+
+if (upToDate()) {
+	process.exit(0);
+}
+
+// The help text comes from the compiled tree, in a process of its own (it sets the locale).
+execFileSync(process.execPath, [path.join(ROOT, 'scripts/write-help.js')], {stdio: 'inherit'});
+const {build} = await import('esbuild');
 
 const common = {
 	bundle: true,
@@ -59,9 +89,14 @@ const builds = {
 
 // Wholly generated: a chunk of an earlier build must not linger.
 rmSync(OUT, {recursive: true, force: true});
+const read = new Set(ALSO_READ);
 for (const [name, {entryPoints, outdir, base}] of Object.entries(builds)) {
 	// eslint-disable-next-line no-await-in-loop
 	const {metafile} = await build({...common, entryPoints, outdir});
+	for (const input of Object.keys(metafile.inputs)) {
+		read.add(path.relative(ROOT, path.resolve(ROOT, input)));
+	}
+
 	for (const module of FINDS_FILES[name]) {
 		const want = path.relative(base, path.dirname(module));
 		const landed = Object.entries(metafile.outputs).filter(([, output]) => module in output.inputs).map(([file]) => path.relative(path.relative(ROOT, outdir), path.dirname(file)));
@@ -83,3 +118,5 @@ if (!readFileSync(path.join(OUT, 'worker/index.cjs'), 'utf8').includes('require(
 	process.stderr.write('bundle: dist/src/worker/index.cjs no longer hands over ./index.js; the bundle\'s copy would not work\n');
 	process.exit(1);
 }
+
+writeFileSync(INPUTS, `${JSON.stringify([...read].sort(), null, '\t')}\n`);

@@ -1,7 +1,8 @@
 // Writes dist/src/help.txt: `graceful-cluster --help` as yargs prints it at full
 // width, in English, with no GRACEFUL_CLUSTER_* variable set. src/print-only.ts
-// answers a plain --help with it, without loading yargs. Run by `npm run build`
-// after tsc, so the file always matches the options of the same build.
+// answers a plain --help with it, without loading yargs. Run by bundle.js in
+// `npm run build`, after tsc, so the file always matches the options of the same
+// build (and the bundle copies it beside its own code).
 import {writeFileSync} from 'node:fs';
 import process from 'node:process';
 import {helpText} from '../dist/src/args.js';
