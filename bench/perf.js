@@ -16,47 +16,29 @@ import http from 'node:http';
 import os from 'node:os';
 import {performance} from 'node:perf_hooks';
 import process from 'node:process';
+import {figureCluster, figureProtocols, hotPathConfig} from './hot-path.js';
 import {closeAll, openIdle, scheduleSenders, statuses, waitAllClosed} from './lib/idle.js';
-import {ensureLightship} from './lib/lightship.js';
 import {load} from './lib/load.js';
-import {CLUSTER, HELLO, freePort, groupPids, killAll, killAllOnSignal, paths, sleep, snapshotDist, start, useDist, waitExit} from './lib/proc.js';
+import {CLUSTER, HELLO, ROOT, freePort, killAll, killAllOnSignal, paths, sleep, snapshotDist, start, useDist, waitExit} from './lib/proc.js';
+import {createReport, log, verdict} from './lib/report.js';
+import {flagCases, measure as measureStart, startCases} from './lib/startup.js';
 import {fmt, summary} from './lib/stats.js';
 import {measureFilter} from './filter-micro.js';
 
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
 const only = argv.find(arg => arg.startsWith('--only='))?.slice('--only='.length).split(',');
-const FIGURES = ['filter', 'hello', 'cluster', 'reject', 'exit', 'sigterm', 'timers', 'memory', 'start', 'idle'];
+const FIGURES = ['filter', 'protocols', 'cluster', 'reject', 'exit', 'sigterm', 'timers', 'memory', 'start', 'idle'];
 const wanted = name => !only || only.includes(name);
 
 const config = quick
 	? {rounds: 4, duration: 1, warmup: 1, rejectRounds: 2, timeRounds: 3, idleConnections: 2000, rejectMs: 1000}
 	: {rounds: 14, duration: 2, warmup: 2, rejectRounds: 4, timeRounds: 7, idleConnections: 10_000, rejectMs: 2000};
-// A round in which other processes (a shared machine: other people's builds and
-// tests) used more than this many cores during any of its runs is left out of the
-// load figures, as long as at least MIN_ROUNDS remain.
-const FOREIGN_MAX = 0.15;
-const MIN_ROUNDS = 3;
 const CONNECTIONS = 20;
 
-const rows = [];
-const notes = [];
-const row = (figure, baseline, measured, goal, verdict) => {
-	rows.push({figure, baseline, measured, goal, verdict});
-	process.stderr.write(`  -> ${figure}: ${measured} [${verdict}]\n`);
-};
-
-const log = text => process.stderr.write(`${text}\n`);
+const report = createReport();
+const {row} = report;
 const ratio = (a, b) => a / b;
-const verdict = ok => ok ? 'met' : 'NOT met';
-
-/** The rounds to use: those without foreign load, unless too few are left. */
-function quiet(rounds, label) {
-	const kept = rounds.filter(round => round.foreign <= FOREIGN_MAX);
-	const used = kept.length >= MIN_ROUNDS ? kept : rounds;
-	notes.push(`${label}: ${used.length} of ${rounds.length} rounds used${used === kept ? ` (left out: rounds where other processes used more than ${FOREIGN_MAX} of a core)` : ` (all: fewer than ${MIN_ROUNDS} rounds were free of other processes' load)`}; median foreign load ${summary(rounds.map(round => round.foreign)).median.toFixed(2)} cores.`);
-	return used;
-}
 
 function vmRssMb(pid) {
 	const status = readFileSync(`/proc/${pid}/status`, 'utf8');
@@ -107,101 +89,7 @@ function figureFilter() {
 	row('request filter\'s own CPU cost per request (bench/filter-micro.js, no sockets)', '`server.emit(\'request\')` without the filter', `+${(filtered.median - bare.median).toFixed(0)} ns (${filtered.median.toFixed(0)} vs ${bare.median.toFixed(0)} ns per request); a hello-world request costs the server ~25-40 us of CPU`, 'not in the issue: context', 'reported');
 }
 
-// --- 1. one process: attach() vs the same server without it --------------------
-async function figureHello() {
-	log('hello-world, one process: attach() vs bare');
-	const [portA, portB] = [await freePort(), await freePort()];
-	const a = await startSingle(portA, 'attach');
-	const b = await startSingle(portB, 'none');
-	try {
-		const targets = {attach: `http://127.0.0.1:${portA}`, bare: `http://127.0.0.1:${portB}`};
-		const pids = {attach: [a.pid], bare: [b.pid]};
-		for (const url of Object.values(targets)) {
-			await load(url, {duration: config.warmup, connections: CONNECTIONS});
-		}
-
-		const rounds = [];
-		for (let round = 0; round < config.rounds; round++) {
-			const order = round % 2 === 0 ? ['attach', 'bare'] : ['bare', 'attach'];
-			const result = {};
-			for (const name of order) {
-				result[name] = await load(targets[name], {duration: config.duration, connections: CONNECTIONS, pids: pids[name]});
-			}
-
-			rounds.push({result, foreign: Math.max(result.attach.foreign, result.bare.foreign)});
-			log(`  round ${round + 1}: attach ${result.attach.rps.toFixed(0)} req/s p99 ${result.attach.p99.toFixed(2)} ms ${result.attach.cpuUs.toFixed(1)} us CPU/req; bare ${result.bare.rps.toFixed(0)} req/s p99 ${result.bare.p99.toFixed(2)} ms ${result.bare.cpuUs.toFixed(1)} us CPU/req; foreign load ${rounds.at(-1).foreign.toFixed(2)} cores`);
-		}
-
-		const used = quiet(rounds, 'one process, attach() vs bare');
-		const abs = {attach: used.map(({result}) => result.attach.rps), bare: used.map(({result}) => result.bare.rps)};
-		const r = summary(used.map(({result}) => ratio(result.attach.rps, result.bare.rps)));
-		const p = summary(used.map(({result}) => ratio(result.attach.p99, result.bare.p99)));
-		const c = summary(used.map(({result}) => ratio(result.attach.cpuUs, result.bare.cpuUs)));
-		row('hello-world throughput, one process, `attach(server)`', 'same server, no helper', `${fmt(r, {unit: 'x'})}; ${summary(abs.attach).median.toFixed(0)} vs ${summary(abs.bare).median.toFixed(0)} req/s`, '>= 0.98x', verdict(r.median >= 0.98));
-		row('hello-world p99 latency, one process, `attach(server)`', 'same server, no helper', fmt(p, {unit: 'x'}), '<= 1.05x', verdict(p.median <= 1.05));
-		row('server CPU time per request, one process, `attach(server)` (less noisy than req/s on a shared machine)', 'same server, no helper', fmt(c, {unit: 'x'}), 'not in the issue: context', 'reported');
-	} finally {
-		a.stop();
-		b.stop();
-	}
-}
-
-// --- 2/3. two workers: the CLI vs a hand-written cluster and the alternatives ---
-async function figureCluster() {
-	log('hello-world, 2 workers: graceful-cluster vs node:cluster, terminus, http-terminator, lightship');
-	const names = ['graceful-cluster', 'node:cluster', 'terminus', 'http-terminator', 'lightship'];
-	const procs = {};
-	const urls = {};
-	try {
-		for (const name of names) {
-			const port = await freePort();
-			urls[name] = `http://127.0.0.1:${port}`;
-			procs[name] = name === 'graceful-cluster'
-				? await startCli(port)
-				: await startCluster(port, name === 'node:cluster' ? 'none' : name);
-		}
-
-		for (const name of names) {
-			await load(urls[name], {duration: config.warmup, connections: CONNECTIONS});
-		}
-
-		const pids = Object.fromEntries(names.map(name => [name, groupPids(procs[name])]));
-		const rounds = [];
-		for (let round = 0; round < config.rounds; round++) {
-			// Rotate the order so that no target always runs first or last.
-			const order = names.map((_, i) => names[(i + round) % names.length]);
-			const result = {};
-			for (const name of order) {
-				result[name] = await load(urls[name], {duration: config.duration, connections: CONNECTIONS, pids: pids[name]});
-			}
-
-			rounds.push({result, foreign: Math.max(...names.map(name => result[name].foreign))});
-			log(`  round ${round + 1}: ${order.map(name => `${name} ${result[name].rps.toFixed(0)}`).join(', ')} req/s; foreign load ${rounds.at(-1).foreign.toFixed(2)} cores`);
-		}
-
-		const used = quiet(rounds, '2 workers, graceful-cluster vs node:cluster and the alternatives');
-		const abs = Object.fromEntries(names.map(name => [name, used.map(({result}) => result[name].rps)]));
-		const cpuAbs = Object.fromEntries(names.map(name => [name, used.map(({result}) => result[name].cpuUs)]));
-		const ratios = Object.fromEntries(names.slice(1).map(name => [name, used.map(({result}) => ratio(result['graceful-cluster'].rps, result[name].rps))]));
-		const cpuRatios = Object.fromEntries(names.slice(1).map(name => [name, used.map(({result}) => ratio(result['graceful-cluster'].cpuUs, result[name].cpuUs))]));
-
-		const primaryRssAfterLoad = vmRssMb(procs['graceful-cluster'].pid);
-		notes.push(`graceful-cluster primary RSS after ${config.rounds + 1} load runs through it: ${primaryRssAfterLoad.toFixed(1)} MB`);
-		const base = summary(ratios['node:cluster']);
-		row('throughput, `graceful-cluster -w 2`', 'hand-written `node:cluster` primary, 2 workers', `${fmt(base, {unit: 'x'})}; ${summary(abs['graceful-cluster']).median.toFixed(0)} vs ${summary(abs['node:cluster']).median.toFixed(0)} req/s`, '>= 0.98x', verdict(base.median >= 0.98));
-		for (const name of ['terminus', 'http-terminator', 'lightship']) {
-			const s = summary(ratios[name]);
-			row(`throughput, \`graceful-cluster -w 2\` vs ${name}`, `${name} in the same 2-worker \`node:cluster\``, `${fmt(s, {unit: 'x'})}; ${summary(abs[name]).median.toFixed(0)} req/s for ${name}`, 'ahead (> 1.00x)', s.median > 1 ? (s.min > 1 ? 'met' : 'met on the median; spread crosses 1.00x') : 'NOT met');
-		}
-
-		const cpuCells = names.slice(1).map(name => `vs ${name} ${fmt(summary(cpuRatios[name]), {unit: 'x'})}`).join('; ');
-		row('server CPU time per request (primary + workers), `graceful-cluster -w 2`', 'each of the four above', `${cpuCells}; ${names.map(name => `${name} ${summary(cpuAbs[name]).median.toFixed(1)} us`).join(', ')}`, 'not in the issue: context', 'reported');
-	} finally {
-		for (const proc of Object.values(procs)) {
-			proc.stop();
-		}
-	}
-}
+// --- 1-3. CPU per request: hot-path.js (one process per protocol; the whole cluster) ---
 
 // --- 4. 503s of a draining worker vs 200s of the same worker ---------------------
 async function figureReject() {
@@ -242,7 +130,7 @@ async function figureReject() {
 		row(`503 rate of a draining worker, log level \`${level}\``, 'the same worker\'s 200s, keep-alive client (before the signal)', `${fmt(a, {unit: 'x'})}; ${summary(abs.rejected).median.toFixed(0)} vs ${summary(abs.ka).median.toFixed(0)} /s`, '>= 1.0x', verdict(a.median >= 1));
 		row(`503 rate of a draining worker, log level \`${level}\``, 'the same worker\'s 200s, client sending `Connection: close` (one connection per request, like a 503)', `${fmt(b, {unit: 'x'})}; ${summary(abs.rejected).median.toFixed(0)} vs ${summary(abs.close).median.toFixed(0)} /s`, '>= 1.0x', verdict(b.median >= 1));
 		if (errors > 0) {
-			notes.push(`503 runs at ${level}: autocannon counted ${errors} socket errors in total`);
+			report.note(`503 runs at ${level}: autocannon counted ${errors} socket errors in total`);
 		}
 	}
 }
@@ -338,80 +226,112 @@ async function figureTimers() {
 }
 
 // --- 8. memory --------------------------------------------------------------------
-async function figureMemory() {
-	log('memory: primary RSS, worker heap vs a bare process');
-	const bareRss = [];
-	const primaryRss = [];
-	const heap = {worker: [], standalone: [], bare: []};
-	const rss = {worker: [], standalone: [], bare: []};
-	for (let round = 0; round < 3; round++) {
-		const idle = start(['-e', 'setInterval(() => {}, 1000)'], {stdout: 'ignore'});
-		const port = await freePort();
-		const cli = await startCli(port, {nodeArgs: ['--expose-gc']});
-		const portS = await freePort();
-		const standalone = await startSingle(portS, 'attach', ['--expose-gc']);
-		const portB = await freePort();
-		const bare = await startSingle(portB, 'none', ['--expose-gc']);
-		try {
-			await sleep(500);
-			bareRss.push(vmRssMb(idle.pid));
-			primaryRss.push(vmRssMb(cli.pid));
-			const seen = new Map();
-			for (let i = 0; i < 6 && seen.size < 2; i++) {
-				const m = JSON.parse((await get(port, '/mem')).body);
-				seen.set(m.pid, m);
-			}
-
-			for (const m of seen.values()) {
-				heap.worker.push(m.heapUsed / 1024 / 1024);
-				rss.worker.push(m.rss / 1024 / 1024);
-			}
-
-			for (const [name, p] of [['standalone', portS], ['bare', portB]]) {
-				const m = JSON.parse((await get(p, '/mem')).body);
-				heap[name].push(m.heapUsed / 1024 / 1024);
-				rss[name].push(m.rss / 1024 / 1024);
-			}
-		} finally {
-			for (const proc of [idle, cli, standalone, bare]) {
-				proc.stop();
-			}
-		}
+/** A worker's /mem answers (hello.mjs: heapUsed after gc, rss), one per worker pid. */
+async function workerMemory(port, workers = 2) {
+	const seen = new Map();
+	for (let i = 0; i < 12 && seen.size < workers; i++) {
+		const m = JSON.parse((await get(port, '/mem')).body);
+		seen.set(m.pid, m);
 	}
 
-	const p = summary(primaryRss);
-	const b = summary(bareRss);
-	const mb = s => fmt(s, {decimals: 1, unit: ' MB'});
-	row('primary process RSS (VmRSS), idle, `-w 2`', 'a bare `node -e` process', `${mb(p)} vs ${mb(b)}`, '<= 60 MB', verdict(p.median <= 60));
-	const extraHeap = summary(heap.worker).median - summary(heap.bare).median;
-	const extraHeapStandalone = summary(heap.standalone).median - summary(heap.bare).median;
-	row('helper\'s extra heap per worker (heapUsed after gc)', 'the same server under bare `node`, no helper', `+${extraHeap.toFixed(2)} MB as a cluster worker (${mb(summary(heap.worker))} vs ${mb(summary(heap.bare))}); +${extraHeapStandalone.toFixed(2)} MB standalone`, 'report', 'reported');
-	row('worker RSS', 'the same server under bare `node`, no helper', `${mb(summary(rss.worker))} vs ${mb(summary(rss.bare))}; standalone ${mb(summary(rss.standalone))}`, 'report', 'reported');
+	return [...seen.values()];
 }
 
-// --- 9. start time ----------------------------------------------------------------
-async function figureStart() {
-	log('start: CLI launch -> all workers listening vs node server.js listening');
-	const cli = [];
-	const bare = [];
-	for (let round = 0; round < config.timeRounds; round++) {
-		const order = round % 2 === 0 ? ['cli', 'bare'] : ['bare', 'cli'];
-		for (const name of order) {
+async function figureMemory() {
+	log('memory: primary RSS with and without --metrics; a worker\'s RSS and heap beside a hand-written cluster\'s');
+	const mb = values => fmt(summary(values), {decimals: 1, unit: ' MB'});
+	const primary = {idle: [], plain: [], metrics: [], cluster: []};
+	const worker = {rss: [], heap: [], clusterRss: [], clusterHeap: []};
+	const single = {rss: [], heap: [], bareRss: [], bareHeap: []};
+	for (let round = 0; round < 3; round++) {
+		const procs = [];
+		try {
+			procs.push(start(['-e', 'setInterval(() => {}, 1000)'], {stdout: 'ignore'}));
 			const port = await freePort();
-			const proc = name === 'cli' ? start([paths.cli, '-w', '2', HELLO], {env: {PORT: String(port), BENCH_WRAP: 'attach'}}) : start([HELLO], {env: {PORT: String(port), BENCH_WRAP: 'none'}});
-			try {
-				const line = name === 'cli' ? await proc.msg('worker listening', {count: 2}) : await proc.msg('listening');
-				(name === 'cli' ? cli : bare).push(line.at - proc.spawnedAt);
-			} finally {
+			procs.push(await startCli(port, {nodeArgs: ['--expose-gc']}));
+			const metricsPort = await freePort();
+			const portM = await freePort();
+			const withMetrics = await startCli(portM, {flags: ['--metrics', `127.0.0.1:${metricsPort}`], nodeArgs: ['--expose-gc']});
+			procs.push(withMetrics);
+			const portC = await freePort();
+			const cluster = start([CLUSTER], {env: {PORT: String(portC), BENCH_WRAP: 'none', WORKERS: '2'}, nodeArgs: ['--expose-gc']});
+			procs.push(cluster);
+			await cluster.msg('worker listening', {count: 2});
+			const portS = await freePort();
+			procs.push(await startSingle(portS, 'attach', ['--expose-gc']));
+			const portB = await freePort();
+			procs.push(await startSingle(portB, 'none', ['--expose-gc']));
+			// The primary's --metrics RSS once it has served scrapes (prom-client grows with the first ones).
+			for (let i = 0; i < 5; i++) {
+				await get(metricsPort, '/metrics');
+			}
+
+			await sleep(500);
+			const [idle, cli, , , standalone, bare] = procs;
+			primary.idle.push(vmRssMb(idle.pid));
+			primary.plain.push(vmRssMb(cli.pid));
+			primary.metrics.push(vmRssMb(withMetrics.pid));
+			primary.cluster.push(vmRssMb(cluster.pid));
+			for (const m of await workerMemory(port)) {
+				worker.rss.push(m.rss / 1024 / 1024);
+				worker.heap.push(m.heapUsed / 1024 / 1024);
+			}
+
+			for (const m of await workerMemory(portC)) {
+				worker.clusterRss.push(m.rss / 1024 / 1024);
+				worker.clusterHeap.push(m.heapUsed / 1024 / 1024);
+			}
+
+			for (const [p, rss, heap] of [[portS, single.rss, single.heap], [portB, single.bareRss, single.bareHeap]]) {
+				const [m] = await workerMemory(p, 1);
+				rss.push(m.rss / 1024 / 1024);
+				heap.push(m.heapUsed / 1024 / 1024);
+			}
+
+			void standalone;
+			void bare;
+		} finally {
+			for (const proc of procs) {
 				proc.stop();
 			}
 		}
 	}
 
-	const a = summary(cli);
-	const b = summary(bare);
-	const r = summary(cli.map((value, i) => value / bare[i]));
-	row('start: CLI launch -> both workers listening, `-w 2`', '`node server.js` listening', `${fmt(r, {unit: 'x'})}; ${fmt(a, {decimals: 0, unit: ' ms'})} vs ${fmt(b, {decimals: 0, unit: ' ms'})}`, 'report the ratio', 'reported');
+	const med = values => summary(values).median;
+	row('primary process RSS (VmRSS), idle, `-w 2`', 'a bare `node -e` process; a hand-written `node:cluster` primary', `${mb(primary.plain)} vs ${mb(primary.idle)}; hand-written primary ${mb(primary.cluster)}`, '<= 60 MB', verdict(med(primary.plain) <= 60));
+	row('primary process RSS (VmRSS), `-w 2 --metrics`, after 5 scrapes', 'the same without --metrics', `${mb(primary.metrics)} vs ${mb(primary.plain)}`, '<= 70 MB', verdict(med(primary.metrics) <= 70));
+	row('worker RSS and heap (heapUsed after gc), `-w 2`, app with `attach()`', 'a hand-written `node:cluster` worker running the same app without the helper',
+		`RSS +${(med(worker.rss) - med(worker.clusterRss)).toFixed(1)} MB (${mb(worker.rss)} vs ${mb(worker.clusterRss)}); heap +${(med(worker.heap) - med(worker.clusterHeap)).toFixed(2)} MB (${mb(worker.heap)} vs ${mb(worker.clusterHeap)})`, 'report', 'reported');
+	row('one process under plain node, `attach()`: RSS and heap', 'the same server without the helper',
+		`RSS +${(med(single.rss) - med(single.bareRss)).toFixed(1)} MB (${mb(single.rss)} vs ${mb(single.bareRss)}); heap +${(med(single.heap) - med(single.bareHeap)).toFixed(2)} MB`, 'report', 'reported');
+}
+
+// --- 9. start time (lib/startup.js, as bench/startup.js) ---------------------------
+async function figureStart() {
+	const rounds = config.timeRounds * 2;
+	const builds = [{label: '', cli: paths.cli, worker: paths.worker}];
+	// Every node process reads NODE_EXTRA_CA_CERTS at start (tens of ms with a
+	// distribution's whole bundle), which would dilute the ratios; a container's
+	// entrypoint seldom has it. Measured without it, and with it when set here.
+	const {NODE_EXTRA_CA_CERTS: extraCa, ...clean} = process.env;
+	const envs = extraCa ? {'': clean, [`, NODE_EXTRA_CA_CERTS=${extraCa}`]: process.env} : {'': clean};
+	for (const [suffix, env] of Object.entries(envs)) {
+		log(`start: CLI launch -> both workers listening vs a hand-written node:cluster primary; --version/--help vs node -e 0${suffix}`);
+		const startTimes = await measureStart(startCases(builds), {rounds, warmup: 2, env});
+		const flagTimes = await measureStart(flagCases(builds), {rounds, warmup: 2, env});
+		const ms = values => fmt(summary(values), {decimals: 0, unit: ' ms'});
+		const r = (a, b) => summary(a.map((value, i) => value / b[i]));
+		const gc = startTimes['graceful-cluster -w 2 app (attach)'];
+		const hand = startTimes['node:cluster primary, 2 workers'];
+		const startRatio = r(gc, hand);
+		row(`start: spawn -> both workers listening, \`graceful-cluster -w 2\`, app with \`attach()\`${suffix}`, 'a hand-written `node:cluster` primary running the same app without the helper; plain `node app`',
+			`${fmt(startRatio, {unit: 'x'})}; ${ms(gc)} vs ${ms(hand)}; plain node app ${ms(startTimes['node app'])}; without attach() in the app ${ms(startTimes['graceful-cluster -w 2 app'])}`, '<= 1.2x', verdict(startRatio.median <= 1.2));
+		for (const flag of ['--version', '--help']) {
+			const values = flagTimes[`graceful-cluster ${flag}`];
+			const flagRatio = r(values, flagTimes['node -e 0']);
+			row(`\`graceful-cluster ${flag}\`: spawn -> exit${suffix}`, '`node -e 0`', `${fmt(flagRatio, {unit: 'x'})}; ${ms(values)} vs ${ms(flagTimes['node -e 0'])}`, '<= 1.5x', verdict(flagRatio.median <= 1.5));
+		}
+	}
 }
 
 // --- 10. idle keep-alive connections at the signal --------------------------------
@@ -426,7 +346,7 @@ async function figureIdle() {
 	const needed = count + 1000;
 	if (limit < needed) {
 		const scaled = Math.max(100, limit - 1000);
-		notes.push(`ulimit -n is ${limit}: the idle-connection figure ran with ${scaled} connections instead of ${count}. Raise it (\`ulimit -n ${needed}\`) and rerun for the full figure.`);
+		report.note(`ulimit -n is ${limit}: the idle-connection figure ran with ${scaled} connections instead of ${count}. Raise it (\`ulimit -n ${needed}\`) and rerun for the full figure.`);
 		log(`  ulimit -n is ${limit}, below the ${needed} needed for ${count} connections: scaling down to ${scaled}. Run \`ulimit -n ${needed}\` first for the full figure.`);
 		count = scaled;
 	}
@@ -474,12 +394,22 @@ async function figureIdle() {
 }
 
 // --- main ---------------------------------------------------------------------------
-const runners = {filter: figureFilter, hello: figureHello, cluster: figureCluster, reject: figureReject, exit: figureExit, sigterm: figureSigterm, timers: figureTimers, memory: figureMemory, start: figureStart, idle: figureIdle};
+/** The commit measured, `+changes` when the tree differs from it. */
+function commit() {
+	try {
+		const hash = execFileSync('git', ['rev-parse', '--short', 'HEAD'], {cwd: ROOT, encoding: 'utf8'}).trim();
+		const dirty = execFileSync('git', ['status', '--porcelain', '--untracked-files=no'], {cwd: ROOT, encoding: 'utf8'}).trim() !== '';
+		return dirty ? `${hash}+changes` : hash;
+	} catch {
+		return 'unknown';
+	}
+}
+
+const hotPath = {...hotPathConfig(quick)};
+const runners = {filter: figureFilter, protocols: () => figureProtocols(report, hotPath), cluster: () => figureCluster(report, hotPath), reject: figureReject, exit: figureExit, sigterm: figureSigterm, timers: figureTimers, memory: figureMemory, start: figureStart, idle: figureIdle};
 
 async function main() {
 	useDist(snapshotDist());
-
-	ensureLightship();
 	const began = performance.now();
 	const failures = [];
 	for (const name of FIGURES) {
@@ -492,7 +422,7 @@ async function main() {
 		} catch (error) {
 			failures.push(name);
 			log(`figure ${name} failed: ${error.stack ?? error}`);
-			rows.push({figure: name, baseline: '-', measured: `failed: ${String(error.message ?? error).replaceAll('|', '/')}`, goal: '-', verdict: 'failed'});
+			report.rows.push({figure: name, baseline: '-', measured: `failed: ${String(error.message ?? error).replaceAll('|', '/')}`, goal: '-', verdict: 'failed'});
 		} finally {
 			killAll();
 		}
@@ -501,18 +431,12 @@ async function main() {
 	const minutes = ((performance.now() - began) / 60_000).toFixed(1);
 	const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
 	const lines = [
-		`graceful-cluster benchmark, ${new Date().toISOString().slice(0, 10)}: \`npm run bench${quick ? ' -- --quick' : ''}\`, ${os.availableParallelism()} cores (${cpu}), Node ${process.version}, ${os.platform()} ${os.release()}; ${minutes} min.`,
-		`${quick ? 'Quick run: ' : ''}${config.rounds} rounds of ${config.duration} s per load figure (autocannon, ${CONNECTIONS} connections, after a ${config.warmup} s warm-up), ${config.rejectRounds} rounds (a fresh worker each) per log level for the 503 figure, ${config.timeRounds} rounds per timing figure; median (min-max) of the per-round values, A and B alternating in each round.`,
-		'The load generator runs in the same process as the harness, on the same 2 cores as the servers: absolute req/s are lower than with a separate client; the ratios compare like with like.',
+		`graceful-cluster benchmark, ${new Date().toISOString().slice(0, 10)}, commit ${commit()}: \`npm run bench${quick ? ' -- --quick' : ''}\`, ${os.availableParallelism()} cores (${cpu}), Node ${process.version}, ${os.platform()} ${os.release()}; ${minutes} min.`,
+		`${quick ? 'Quick run: ' : ''}CPU per request: ${hotPath.rounds} rounds, a fresh server (or cluster) per run, a fixed number of requests per run after as many to warm up; the 503 figure: ${config.rejectRounds} rounds (a fresh worker each) per log level of ${config.duration} s loads (autocannon, ${CONNECTIONS} connections); ${config.timeRounds} rounds per timing figure, ${config.timeRounds * 2} per start figure; median (min-max) of the per-round values, A and B alternating in each round.`,
+		'The clients run in the harness process, on the same 2 cores as the servers: absolute req/s are lower than with a separate client; the ratios compare like with like.',
 		'',
-		'| figure | baseline measured beside it | measured: median (min-max) | goal | verdict |',
-		'| --- | --- | --- | --- | --- |',
-		...rows.map(r => `| ${r.figure} | ${r.baseline} | ${r.measured} | ${r.goal} | ${r.verdict} |`),
+		report.markdown(),
 	];
-	if (notes.length > 0) {
-		lines.push('', ...notes.map(note => `- ${note}`));
-	}
-
 	const text = lines.join('\n');
 	process.stdout.write(`${text}\n`);
 	writeFileSync(new URL(`results-${quick ? 'quick' : 'full'}.md`, import.meta.url), `${text}\n`);

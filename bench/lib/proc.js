@@ -3,7 +3,7 @@
 // spawned group is remembered and killed in `killAll()`, which perf.js runs in a
 // finally block and on SIGINT/SIGTERM.
 import {execFileSync} from 'node:child_process';
-import {closeSync, cpSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync} from 'node:fs';
+import {closeSync, cpSync, existsSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import process from 'node:process';
@@ -51,11 +51,13 @@ export function snapshotDist(name = 'current') {
 	return target;
 }
 
-export const paths = {dist: '', cli: ''};
+export const paths = {dist: '', cli: '', worker: ''};
 export function useDist(dir) {
 	paths.dist = dir;
-	// The bundle the package runs (package.json's bin); a build from before it has the compiled tree only.
-	paths.cli = existsSync(path.join(dir, 'bundle/cli.js')) ? path.join(dir, 'bundle/cli.js') : path.join(dir, 'src/cli.js');
+	// The bundle the package runs (package.json's bin and exports); a build from before it has the compiled tree only.
+	const bundled = existsSync(path.join(dir, 'bundle/cli.js'));
+	paths.cli = path.join(dir, bundled ? 'bundle/cli.js' : 'src/cli.js');
+	paths.worker = path.join(dir, bundled ? 'bundle/worker/index.js' : 'src/worker/index.js');
 }
 export const HELLO = new URL('../servers/hello.mjs', import.meta.url).pathname;
 export const CLUSTER = new URL('../servers/cluster.mjs', import.meta.url).pathname;
@@ -80,7 +82,7 @@ export function start(args, {env = {}, stdout = 'pipe', nodeArgs = []} = {}) {
 	const group = spawnGroup(process.execPath, [...nodeArgs, ...args], {
 		name: args.join(' '),
 		cwd: ROOT,
-		env: {...process.env, BENCH_DIST: paths.dist, ...env},
+		env: {...process.env, BENCH_DIST: paths.dist, BENCH_WORKER: paths.worker, ...env},
 		stdout: stdio,
 		stderr: 'inherit',
 		parse: parseTimedLine,
@@ -213,6 +215,30 @@ export function cpuMs(pids) {
 	}
 
 	return ticks * 10;
+}
+
+/**
+ * CPU time (user + system) of `pids` and all their threads, in ns, from
+ * /proc/<pid>/task/<tid>/schedstat: nanoseconds where /proc/<pid>/stat counts
+ * 10 ms ticks. A thread that ended between two readings takes its time with it;
+ * Node's threads (V8's platform workers, libuv's pool) live as long as the process.
+ */
+export function cpuNs(pids) {
+	let ns = 0;
+	for (const pid of pids) {
+		let tids = [];
+		try {
+			tids = readdirSync(`/proc/${pid}/task`);
+		} catch {}
+
+		for (const tid of tids) {
+			try {
+				ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]);
+			} catch {}
+		}
+	}
+
+	return ns;
 }
 
 /** Busy CPU time of the whole machine, all cores, in ms (from /proc/stat). */

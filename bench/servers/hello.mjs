@@ -49,7 +49,7 @@ switch (wrap) {
 		// By path, from the copy of dist/ under test (BENCH_DIST, set by the bench);
 		// bench/ has its own package.json, so 'graceful-cluster/worker' would not
 		// resolve from here anyway.
-		// BENCH_WORKER: the helper's file itself (bench/startup.js gives the bundle's).
+		// BENCH_WORKER: the helper's file itself (the benches give the bundle's).
 		const {attach} = await import(process.env.BENCH_WORKER ?? `${process.env.BENCH_DIST ?? new URL('../../dist', import.meta.url).pathname}/src/worker/index.js`);
 		attach(server);
 		break;

@@ -14,6 +14,6 @@ const server = http.createServer((request, response) => {
 	response.writeHead(200, {'Content-Type': 'text/plain', 'Content-Length': HELLO.length});
 	response.end(HELLO);
 });
-const {attach} = await import(`${process.env.BENCH_DIST ?? new URL('../../dist', import.meta.url).pathname}/src/worker/index.js`);
+const {attach} = await import(process.env.BENCH_WORKER ?? `${process.env.BENCH_DIST ?? new URL('../../dist', import.meta.url).pathname}/src/worker/index.js`);
 attach(server, {metricsRegistry: register});
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1');

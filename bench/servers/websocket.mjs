@@ -8,7 +8,7 @@ import {WebSocketServer} from 'ws';
 
 // bench/ has its own package.json, so 'graceful-cluster/worker' would not
 // resolve to this checkout: import the build under test by path.
-const {attach} = await import(`${process.env.BENCH_DIST ?? new URL('../../dist', import.meta.url).pathname}/src/worker/index.js`);
+const {attach} = await import(process.env.BENCH_WORKER ?? `${process.env.BENCH_DIST ?? new URL('../../dist', import.meta.url).pathname}/src/worker/index.js`);
 
 const server = http.createServer((_request, response) => {
 	response.end('hello');
