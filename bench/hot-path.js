@@ -1,6 +1,7 @@
 // The hot path, as CPU time per request (issue 21, item 2): the server processes'
 // own CPU (user + system, every thread, from /proc in ns) over a fixed number of
-// requests, A and B alternating round by round. On a shared 2-core machine
+// requests; every round starts fresh processes and has them take turns (see
+// `round`), and the figure is the median of the per-round ratios. On a shared 2-core machine
 // req/s of the same build spread by ±30 % between rounds; CPU per request moves
 // far less, because it does not count the time a server waited for a core.
 // Throughput and p99 are printed beside it, marked noisy.
@@ -15,7 +16,10 @@
 //              --metrics scraped every second; terminus, http-terminator and
 //              lightship in the same hand-written cluster for comparison.
 //
-//   node bench/hot-path.js [--quick] [--only=protocols,cluster] [--cases=keep-alive,new-connection,h2c,websocket] [--rounds=N]
+//   node bench/hot-path.js [--quick] [--only=protocols,cluster] [--cases=keep-alive,new-connection,h2c,websocket] [--rounds=N] [--worker=name=file ...]
+//
+// --worker adds another build of the helper (its worker/index.js) to the same rounds of the
+// one-process figures: what a change to the hot path costs, measured beside the current one.
 //
 // perf.js (`npm run bench`) runs both as part of the full table.
 import {execFileSync} from 'node:child_process';
@@ -54,48 +58,94 @@ function pin(pid, cpus) {
 	}
 }
 
-/**
- * One measured run: the server `pids`' CPU over `send()`, in us per answered
- * request; req/s, p99 (ms) and the CPU other processes used meanwhile ("foreign",
- * in cores: other people's builds and tests on a shared machine).
- */
-async function measured(pids, send, expected) {
-	const cpuBefore = cpuNs(pids);
-	const busyBefore = machineBusyMs();
-	const selfBefore = process.cpuUsage();
-	const result = await send();
-	const cpu = cpuNs(pids) - cpuBefore;
-	const self = process.cpuUsage(selfBefore);
-	const busy = machineBusyMs() - busyBefore;
-	const foreign = Math.max(0, busy - (cpu / 1e6) - ((self.user + self.system) / 1000)) / (result.seconds * 1000);
-	if (result.ok !== expected || result.errors > 0) {
-		throw new Error(`expected ${expected} answers with a 2xx, got ${result.ok} (statuses ${JSON.stringify(result.statuses)}, ${result.errors} errors)`);
-	}
-
-	return {cpuUs: cpu / 1000 / result.ok, rps: result.ok / result.seconds, p99: percentile(result.latencies, 99), foreign};
-}
+/** Chunks per target and round: A and B take turns this often, so a drift of the machine's speed reaches both alike. */
+const CHUNKS = 8;
 
 /**
- * Runs every target once per round, rotating the order; `targets`: name ->
- * `run()`, which starts a fresh server, measures, and stops it. Fresh processes
- * each round: two processes of the same build, side by side, differ by up to
- * 5 % for the whole of their lives (memory layout, JIT decisions), more than
- * the differences looked for here; over many processes that evens out.
+ * One round: starts every target afresh (`spec`: args, env, ready(proc) ->
+ * {port, ...extra}, pinTo, send(port, count), during(extra) -> stop), warms
+ * each up with as many requests as it will be measured on, then measures them
+ * in CHUNKS turns each, the order rotating. Per target: server CPU (its whole
+ * process group, every thread, in ns) per answered request, req/s, p99 (ms),
+ * and the CPU other processes used meanwhile ("foreign", in cores: other
+ * people's builds and tests on a shared machine).
+ *
+ * Fresh processes every round: two processes of the same build, side by side,
+ * differ by up to 5 % for the whole of their lives (memory layout, JIT
+ * decisions), more than the differences looked for here; over many processes
+ * that evens out. Turns within a round: this VM's speed drifts by up to 2x
+ * within seconds, and a run of A then a run of B would take that for a difference.
  */
-async function alternate(targets, rounds, label, describe) {
-	const names = Object.keys(targets);
-	const all = [];
-	for (let round = 0; round < rounds; round++) {
-		const order = names.map((_, i) => names[(i + round) % names.length]);
-		const result = {};
-		for (const name of order) {
-			// One at a time by design: two loads at once would share the cores.
+async function round(specs, total) {
+	const live = {};
+	try {
+		for (const [name, spec] of Object.entries(specs)) {
+			const proc = start(spec.args, {env: spec.env});
+			live[name] = {spec, proc, stop: () => {}};
 			// eslint-disable-next-line no-await-in-loop
-			result[name] = await targets[name]();
+			const {port, ...extra} = await spec.ready(proc);
+			if (spec.pinTo) {
+				pin(proc.pid, spec.pinTo);
+			}
+
+			Object.assign(live[name], {port, pids: groupPids(proc), stop: spec.during?.(extra) ?? (() => {})});
 		}
 
-		all.push({result, foreign: Math.max(...names.map(name => result[name].foreign))});
-		log(`  ${label} round ${round + 1}: ${describe(result)}; foreign load ${all.at(-1).foreign.toFixed(2)} cores`);
+		const names = Object.keys(live);
+		const per = Math.round(total / CHUNKS);
+		for (const name of names) {
+			// The JIT settles before anything is counted.
+			// eslint-disable-next-line no-await-in-loop
+			await live[name].spec.send(live[name].port, per * CHUNKS);
+		}
+
+		const sums = Object.fromEntries(names.map(name => [name, {cpuNs: 0, ok: 0, seconds: 0, latencies: [], foreignMs: 0}]));
+		for (let chunk = 0; chunk < CHUNKS; chunk++) {
+			for (const name of names.map((_, i) => names[(i + chunk) % names.length])) {
+				const {spec, port, pids} = live[name];
+				const sum = sums[name];
+				const cpuBefore = cpuNs(pids);
+				const busyBefore = machineBusyMs();
+				const selfBefore = process.cpuUsage();
+				// One at a time by design: two loads at once would share the cores.
+				// eslint-disable-next-line no-await-in-loop
+				const result = await spec.send(port, per);
+				const cpu = cpuNs(pids) - cpuBefore;
+				const self = process.cpuUsage(selfBefore);
+				const busy = machineBusyMs() - busyBefore;
+				if (result.ok !== per || result.errors > 0) {
+					throw new Error(`${name}: expected ${per} answers with a 2xx, got ${result.ok} (statuses ${JSON.stringify(result.statuses)}, ${result.errors} errors)`);
+				}
+
+				sum.cpuNs += cpu;
+				sum.ok += result.ok;
+				sum.seconds += result.seconds;
+				sum.latencies.push(result.latencies);
+				sum.foreignMs += Math.max(0, busy - (cpu / 1e6) - ((self.user + self.system) / 1000));
+			}
+		}
+
+		return Object.fromEntries(names.map(name => {
+			const sum = sums[name];
+			const latencies = Float64Array.from(sum.latencies.flatMap(values => [...values])).sort();
+			return [name, {cpuUs: sum.cpuNs / 1000 / sum.ok, rps: sum.ok / sum.seconds, p99: percentile(latencies, 99), foreign: sum.foreignMs / (sum.seconds * 1000)}];
+		}));
+	} finally {
+		for (const {stop, proc} of Object.values(live)) {
+			stop();
+			proc.stop();
+		}
+	}
+}
+
+/** `rounds` rounds of `specs`; each round's results and the most foreign load any target saw in it. */
+async function alternate(specs, {rounds, total, label, describe}) {
+	const all = [];
+	for (let index = 0; index < rounds; index++) {
+		// eslint-disable-next-line no-await-in-loop
+		const result = await round(specs, total);
+		all.push({result, foreign: Math.max(...Object.values(result).map(r => r.foreign))});
+		log(`  ${label} round ${index + 1}: ${describe(result)}; foreign load ${all.at(-1).foreign.toFixed(2)} cores`);
 	}
 
 	return all;
@@ -105,34 +155,8 @@ const ratios = (rounds, a, b, key) => summary(rounds.map(({result}) => result[a]
 const median = (rounds, name, key) => summary(rounds.map(({result}) => result[name][key])).median;
 const noisy = (rounds, a, b) => `noisy: req/s ${fmt(ratios(rounds, a, b, 'rps'), {unit: 'x'})} (${median(rounds, a, 'rps').toFixed(0)} vs ${median(rounds, b, 'rps').toFixed(0)}), p99 ${fmt(ratios(rounds, a, b, 'p99'), {unit: 'x'})}`;
 
-/**
- * Starts `args`, waits for what `ready(proc)` waits for (it returns the port and
- * any extra), warms it up with as much load as the run, measures one run, stops
- * it. `during(extra)` runs through warm-up and run alike (its stop function is
- * called at the end): a scraper's first, costlier scrapes fall in the warm-up.
- */
-async function freshRun(args, env, {ready, pinTo, total, send, during = () => () => {}}) {
-	const proc = start(args, {env});
-	let stop = () => {};
-	try {
-		const {port, ...extra} = await ready(proc);
-		const pids = groupPids(proc);
-		if (pinTo) {
-			pin(proc.pid, pinTo);
-		}
-
-		stop = during(extra);
-		// The JIT settles before anything is counted.
-		await send(port, total);
-		return await measured(pids, () => send(port, total), total);
-	} finally {
-		stop();
-		proc.stop();
-	}
-}
-
 /** attach() vs bare, one process per variant, per protocol. */
-export async function figureProtocols(report, {rounds, scale, cases}) {
+export async function figureProtocols(report, {rounds, scale, cases, workers = {}}) {
 	const cores = os.availableParallelism();
 	const pinned = cores >= 2 && pin(process.pid, '0');
 	report.note(pinned
@@ -142,13 +166,20 @@ export async function figureProtocols(report, {rounds, scale, cases}) {
 		for (const testCase of PROTOCOL_CASES.filter(({id}) => !cases || cases.includes(id))) {
 			log(`CPU per request, one process, attach() vs bare: ${testCase.name}`);
 			const total = Math.round(testCase.total * scale);
-			const run = wrap => () => freshRun([PROTOCOLS], {PORT: '0', BENCH_PROTO: testCase.proto, BENCH_WRAP: wrap}, {
+			const server = (wrap, worker) => ({
+				args: [PROTOCOLS],
+				env: {PORT: '0', BENCH_PROTO: testCase.proto, BENCH_WRAP: wrap, ...(worker ? {BENCH_WORKER: worker} : {})},
 				ready: proc => proc.msg('listening'),
 				pinTo: pinned ? String(cores - 1) : undefined,
-				total,
 				send: testCase.send,
 			});
-			const all = await alternate({attach: run('attach'), bare: run('none')}, rounds, testCase.id, result => `attach ${result.attach.cpuUs.toFixed(2)} us, bare ${result.bare.cpuUs.toFixed(2)} us CPU/req`);
+			// --worker name=file: other builds of the helper in the same rounds (what a change to it costs).
+			const others = Object.fromEntries(Object.entries(workers).map(([name, file]) => [name, server('attach', file)]));
+			const all = await alternate({attach: server('attach'), bare: server('none'), ...others}, {rounds, total, label: testCase.id, describe: result => Object.entries(result).map(([name, r]) => `${name} ${r.cpuUs.toFixed(2)} us`).join(', ')});
+			for (const name of Object.keys(others)) {
+				report.note(`${testCase.name}: --worker ${name} vs bare ${fmt(ratios(all, name, 'bare', 'cpuUs'), {unit: 'x'})}, vs attach ${fmt(ratios(all, name, 'attach', 'cpuUs'), {unit: 'x'})}`);
+			}
+
 			const used = report.quiet(all, `attach() vs bare, ${testCase.name}`);
 			const cpu = ratios(used, 'attach', 'bare', 'cpuUs');
 			report.row(`server CPU per request, one process, \`attach(server)\`: ${testCase.name}, ${total} per run`, 'same server, no helper',
@@ -164,6 +195,7 @@ export async function figureProtocols(report, {rounds, scale, cases}) {
 
 function scrapeEverySecond({metricsPort}) {
 	const scrape = () => http.get({host: '127.0.0.1', port: metricsPort, path: '/metrics', agent: false}, response => response.resume()).on('error', () => {});
+	// All round long; what falls in this cluster's own turns is counted, one scrape a second.
 	scrape();
 	const timer = setInterval(scrape, 1000);
 	return () => clearInterval(timer);
@@ -196,21 +228,31 @@ export async function figureCluster(report, {rounds, scale}) {
 		'http-terminator': {args: [CLUSTER], wrap: 'http-terminator'},
 		lightship: {args: [CLUSTER], wrap: 'lightship'},
 	};
-	const targets = {};
-	for (const [name, spec] of Object.entries(specs)) {
-		targets[name] = async () => {
+	// Each round: a port per target (and one for --metrics), found afresh.
+	const roundSpecs = async () => {
+		const result = {};
+		for (const [name, spec] of Object.entries(specs)) {
 			const port = await freePort();
 			const args = spec.flags ? [...spec.args.slice(0, -1), ...await spec.flags(), spec.args.at(-1)] : spec.args;
-			return freshRun(args, {PORT: String(port), WORKERS: '2', BENCH_WRAP: spec.wrap}, {
+			result[name] = {
+				args,
+				env: {PORT: String(port), WORKERS: '2', BENCH_WRAP: spec.wrap},
 				ready: async proc => ({port, ...await (spec.ready ?? listening)(proc)}),
-				total,
 				send: (_, count) => http1({port, total: count, concurrency: 20}),
 				during: spec.during,
-			});
-		};
+			};
+		}
+
+		return result;
+	};
+
+	const all = [];
+	for (let index = 0; index < rounds; index++) {
+		// eslint-disable-next-line no-await-in-loop
+		const [result] = (await alternate(await roundSpecs(), {rounds: 1, total, label: `cluster ${index + 1}/${rounds}`, describe: r => Object.entries(r).map(([name, {cpuUs}]) => `${name} ${cpuUs.toFixed(1)} us`).join(', ')}));
+		all.push(result);
 	}
 
-	const all = await alternate(targets, rounds, 'cluster', result => Object.entries(result).map(([name, r]) => `${name} ${r.cpuUs.toFixed(1)} us`).join(', '));
 	const used = report.quiet(all, '2 workers, graceful-cluster vs node:cluster and the alternatives');
 	for (const name of ['graceful-cluster', 'graceful-cluster --metrics']) {
 		const cpu = ratios(used, name, 'node:cluster', 'cpuUs');
@@ -231,7 +273,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
 	const argv = process.argv.slice(2);
 	const only = argv.find(arg => arg.startsWith('--only='))?.slice('--only='.length).split(',');
 	const value = name => argv.find(arg => arg.startsWith(`--${name}=`))?.slice(name.length + 3);
-	const config = {...hotPathConfig(argv.includes('--quick')), cases: value('cases')?.split(',')};
+	const workers = Object.fromEntries(argv.filter(arg => arg.startsWith('--worker=')).map(arg => arg.slice('--worker='.length).split(/=(.*)/s)));
+	const config = {...hotPathConfig(argv.includes('--quick')), cases: value('cases')?.split(','), workers};
 	if (value('rounds')) {
 		config.rounds = Number(value('rounds'));
 	}
