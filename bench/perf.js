@@ -409,6 +409,8 @@ const hotPath = {...hotPathConfig(quick)};
 const runners = {filter: figureFilter, protocols: () => figureProtocols(report, hotPath), cluster: () => figureCluster(report, hotPath), reject: figureReject, exit: figureExit, sigterm: figureSigterm, timers: figureTimers, memory: figureMemory, start: figureStart, idle: figureIdle};
 
 async function main() {
+	// Read now: the tree may change while the run goes on.
+	const measured = commit();
 	useDist(snapshotDist());
 	const began = performance.now();
 	const failures = [];
@@ -431,7 +433,7 @@ async function main() {
 	const minutes = ((performance.now() - began) / 60_000).toFixed(1);
 	const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
 	const lines = [
-		`graceful-cluster benchmark, ${new Date().toISOString().slice(0, 10)}, commit ${commit()}: \`npm run bench${quick ? ' -- --quick' : ''}\`, ${os.availableParallelism()} cores (${cpu}), Node ${process.version}, ${os.platform()} ${os.release()}; ${minutes} min.`,
+		`graceful-cluster benchmark, ${new Date().toISOString().slice(0, 10)}, commit ${measured}: \`npm run bench${quick ? ' -- --quick' : ''}\`, ${os.availableParallelism()} cores (${cpu}), Node ${process.version}, ${os.platform()} ${os.release()}; ${minutes} min.`,
 		`${quick ? 'Quick run: ' : ''}CPU per request: ${hotPath.rounds} rounds, a fresh server (or cluster) per run, a fixed number of requests per run after as many to warm up; the 503 figure: ${config.rejectRounds} rounds (a fresh worker each) per log level of ${config.duration} s loads (autocannon, ${CONNECTIONS} connections); ${config.timeRounds} rounds per timing figure, ${config.timeRounds * 2} per start figure; median (min-max) of the per-round values, A and B alternating in each round.`,
 		'The clients run in the harness process, on the same 2 cores as the servers: absolute req/s are lower than with a separate client; the ratios compare like with like.',
 		'',
