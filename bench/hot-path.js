@@ -34,10 +34,10 @@ import {fmt, percentile, summary} from './lib/stats.js';
 
 const PROTOCOLS = new URL('servers/protocols.mjs', import.meta.url).pathname;
 
-/** The figures' sizes: requests per run are fixed, so every run does the same work. */
+/** The figures' sizes: requests per round are fixed, so every round does the same work. */
 export const hotPathConfig = quick => ({
 	rounds: quick ? 4 : 10,
-	// About 1-2 s of server CPU per run at the rates seen on 2 cores.
+	// About 1-2 s of server CPU per target and round at the rates seen on 2 cores.
 	scale: quick ? 0.5 : 1,
 });
 
@@ -165,8 +165,8 @@ export async function figureProtocols(report, {rounds, scale, cases, workers = {
 	const cores = os.availableParallelism();
 	const pinned = cores >= 2 && pin(process.pid, '0');
 	report.note(pinned
-		? 'CPU per request, one process: the server was pinned to core 1 (`taskset`) and the client (this process) to core 0; a fresh server process for every run, warmed up with as many requests as the run.'
-		: 'CPU per request, one process: not pinned (one core, or no `taskset`); a fresh server process for every run, warmed up with as many requests as the run.');
+		? 'CPU per request, one process: the server was pinned to core 1 (`taskset`) and the client (this process) to core 0; fresh server processes every round, each warmed up with as many requests as it is measured on.'
+		: 'CPU per request, one process: not pinned (one core, or no `taskset`); fresh server processes every round, each warmed up with as many requests as it is measured on.');
 	try {
 		for (const testCase of PROTOCOL_CASES.filter(({id}) => !cases || cases.includes(id))) {
 			log(`CPU per request, one process, attach() vs bare: ${testCase.name}`);
@@ -187,7 +187,7 @@ export async function figureProtocols(report, {rounds, scale, cases, workers = {
 
 			const used = report.quiet(all, `attach() vs bare, ${testCase.name}`);
 			const cpu = ratios(used, 'attach', 'bare', 'cpuUs');
-			report.row(`server CPU per request, one process, \`attach(server)\`: ${testCase.name}, ${total} per run`, 'same server, no helper',
+			report.row(`server CPU per request, one process, \`attach(server)\`: ${testCase.name}, ${total} per round`, 'same server, no helper',
 				`${fmt(cpu, {unit: 'x'})}; ${median(used, 'attach', 'cpuUs').toFixed(2)} vs ${median(used, 'bare', 'cpuUs').toFixed(2)} us; ${noisy(used, 'attach', 'bare')}`,
 				'<= 1.03x', verdict(cpu.median <= 1.03));
 		}
@@ -222,7 +222,7 @@ export async function figureCluster(report, {rounds, scale}) {
 		return {metricsPort: Number(address.split(':').at(-1))};
 	};
 
-	// --metrics takes a port of its own (0 is refused); found afresh per run.
+	// --metrics takes a port of its own (0 is refused); found afresh each round.
 	const metricsFlag = async () => ['--metrics', `127.0.0.1:${await freePort()}`];
 
 	const specs = {
@@ -261,7 +261,7 @@ export async function figureCluster(report, {rounds, scale}) {
 	const used = report.quiet(all, '2 workers, graceful-cluster vs node:cluster and the alternatives');
 	for (const name of ['graceful-cluster', 'graceful-cluster --metrics']) {
 		const cpu = ratios(used, name, 'node:cluster', 'cpuUs');
-		report.row(`server CPU per request (primary + workers), ${name === 'graceful-cluster' ? '`graceful-cluster -w 2`' : '`graceful-cluster -w 2 --metrics`, scraped every second'}, HTTP/1.1 keep-alive, ${total} per run`,
+		report.row(`server CPU per request (primary + workers), ${name === 'graceful-cluster' ? '`graceful-cluster -w 2`' : '`graceful-cluster -w 2 --metrics`, scraped every second'}, HTTP/1.1 keep-alive, ${total} per round`,
 			'hand-written `node:cluster` primary, 2 workers, the same app without the helper',
 			`${fmt(cpu, {unit: 'x'})}; ${median(used, name, 'cpuUs').toFixed(2)} vs ${median(used, 'node:cluster', 'cpuUs').toFixed(2)} us; ${noisy(used, name, 'node:cluster')}`,
 			'<= 1.05x', verdict(cpu.median <= 1.05));

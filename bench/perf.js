@@ -32,8 +32,8 @@ const FIGURES = ['filter', 'protocols', 'cluster', 'reject', 'exit', 'sigterm', 
 const wanted = name => !only || only.includes(name);
 
 const config = quick
-	? {rounds: 4, duration: 1, warmup: 1, rejectRounds: 2, timeRounds: 3, idleConnections: 2000, rejectMs: 1000}
-	: {rounds: 14, duration: 2, warmup: 2, rejectRounds: 4, timeRounds: 7, idleConnections: 10_000, rejectMs: 2000};
+	? {duration: 1, warmup: 1, rejectRounds: 2, timeRounds: 3, idleConnections: 2000, rejectMs: 1000}
+	: {duration: 2, warmup: 2, rejectRounds: 4, timeRounds: 7, idleConnections: 10_000, rejectMs: 2000};
 const CONNECTIONS = 20;
 
 const report = createReport();
@@ -65,12 +65,6 @@ function get(port, path, {timeoutMs = 10_000} = {}) {
 async function startCli(port, {workers = 2, flags = [], nodeArgs = [], stdout = 'pipe', env = {}} = {}) {
 	const proc = start([paths.cli, '-w', String(workers), ...flags, HELLO], {env: {PORT: String(port), BENCH_WRAP: 'attach', ...env}, nodeArgs, stdout});
 	await proc.msg('worker listening', {count: workers});
-	return proc;
-}
-
-async function startCluster(port, wrap) {
-	const proc = start([CLUSTER], {env: {PORT: String(port), BENCH_WRAP: wrap, WORKERS: '2'}});
-	await proc.msg('worker listening', {count: 2});
 	return proc;
 }
 
@@ -267,7 +261,7 @@ async function figureMemory() {
 			}
 
 			await sleep(500);
-			const [idle, cli, , , standalone, bare] = procs;
+			const [idle, cli] = procs;
 			primary.idle.push(vmRssMb(idle.pid));
 			primary.plain.push(vmRssMb(cli.pid));
 			primary.metrics.push(vmRssMb(withMetrics.pid));
@@ -288,8 +282,6 @@ async function figureMemory() {
 				heap.push(m.heapUsed / 1024 / 1024);
 			}
 
-			void standalone;
-			void bare;
 		} finally {
 			for (const proc of procs) {
 				proc.stop();
@@ -405,7 +397,7 @@ function commit() {
 	}
 }
 
-const hotPath = {...hotPathConfig(quick)};
+const hotPath = hotPathConfig(quick);
 const runners = {filter: figureFilter, protocols: () => figureProtocols(report, hotPath), cluster: () => figureCluster(report, hotPath), reject: figureReject, exit: figureExit, sigterm: figureSigterm, timers: figureTimers, memory: figureMemory, start: figureStart, idle: figureIdle};
 
 async function main() {
@@ -434,7 +426,7 @@ async function main() {
 	const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
 	const lines = [
 		`graceful-cluster benchmark, ${new Date().toISOString().slice(0, 10)}, commit ${measured}: \`npm run bench${quick ? ' -- --quick' : ''}\`, ${os.availableParallelism()} cores (${cpu}), Node ${process.version}, ${os.platform()} ${os.release()}; ${minutes} min.`,
-		`${quick ? 'Quick run: ' : ''}CPU per request: ${hotPath.rounds} rounds, a fresh server (or cluster) per run, a fixed number of requests per run after as many to warm up; the 503 figure: ${config.rejectRounds} rounds (a fresh worker each) per log level of ${config.duration} s loads (autocannon, ${CONNECTIONS} connections); ${config.timeRounds} rounds per timing figure, ${config.timeRounds * 2} per start figure; median (min-max) of the per-round values, A and B alternating in each round.`,
+		`${quick ? 'Quick run: ' : ''}CPU per request: ${hotPath.rounds} rounds, fresh servers (or clusters) each round taking 8 turns each, a fixed number of requests per round after as many to warm up; the 503 figure: ${config.rejectRounds} rounds (a fresh worker each) per log level of ${config.duration} s loads (autocannon, ${CONNECTIONS} connections); ${config.timeRounds} rounds per timing figure, ${config.timeRounds * 2} per start figure; median (min-max) of the per-round values, A and B alternating in each round.`,
 		'The clients run in the harness process, on the same 2 cores as the servers: absolute req/s are lower than with a separate client; the ratios compare like with like.',
 		'',
 		report.markdown(),

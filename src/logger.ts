@@ -63,6 +63,8 @@ export function createLazyLogger(options: LoggerOptions): Logger {
 	let logger: Logger | undefined;
 	const threshold = LEVEL_VALUES[options.level]!;
 	const isLevelEnabled = (level: string): boolean => Object.hasOwn(LEVEL_VALUES, level) && LEVEL_VALUES[level]! >= threshold;
+	// Each method bound once: a drain at `debug` logs a line per rejected request.
+	const bound = new Map<string | symbol, {method: unknown; call: unknown}>();
 	return new Proxy({} as Logger, {
 		get(_target, key) {
 			if (logger === undefined && key === 'isLevelEnabled') {
@@ -71,7 +73,18 @@ export function createLazyLogger(options: LoggerOptions): Logger {
 
 			logger ??= createLogger(options);
 			const value: unknown = Reflect.get(logger, key, logger);
-			return typeof value === 'function' ? value.bind(logger) : value;
+			if (typeof value !== 'function') {
+				return value;
+			}
+
+			// Keyed by the method too: pino swaps a level's method when the level changes.
+			let entry = bound.get(key);
+			if (entry?.method !== value) {
+				entry = {method: value, call: value.bind(logger)};
+				bound.set(key, entry);
+			}
+
+			return entry.call;
 		},
 	});
 }

@@ -175,7 +175,7 @@ export async function h2({port, path = '/', total, sessions = 2, streams = 10}) 
 		}
 	});
 
-	const clients = Array.from({length: sessions}, () => http2.connect(`http://127.0.0.1:${port}`));
+	const clients = Array.from({length: sessions}, () => http2.connect(`http://127.0.0.1:${port}`).on('error', () => counts.error()));
 	await Promise.all(clients.map(session => run(session)));
 	return counts.result();
 }

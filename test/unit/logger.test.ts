@@ -51,6 +51,18 @@ test('the lines are the ones createLogger writes', t => {
 	t.like(lazy.lines[0], {level: 'info', role: 'worker', pid: process.pid, worker: 3, signal: 'SIGTERM'});
 });
 
+test('a method is bound once, and a child logger writes as createLogger\'s does', t => {
+	const {lines, destination} = collect();
+	const lazy = createLazyLogger({role: 'worker', level: 'debug', workerId: 4, destination});
+	t.is(lazy.debug, lazy.debug);
+	const info = lazy.info;
+	info('detached call');
+	lazy.child({hook: 'db'}).warn('slow hook');
+	t.like(lines[0], {level: 'info', worker: 4, msg: 'detached call'});
+	t.like(lines[1], {level: 'warn', worker: 4, hook: 'db', msg: 'slow hook'});
+	t.is(lines.length, 2);
+});
+
 test('a level pino does not know throws at once, as createLogger does', t => {
 	t.throws(() => createLazyLogger({role: 'worker', level: 'loud'}));
 });
