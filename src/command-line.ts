@@ -118,6 +118,7 @@ export function scanOptions(argv: readonly string[]): {argv: string[]; given: Gi
 		const arg = argv[i]!;
 		const name = VALUE_SPELLINGS.get(arg);
 		if (name === undefined) {
+			checkCase(arg);
 			out.push(arg);
 			if (arg === '--' || !arg.startsWith('-') || arg === '-') {
 				out.push(...argv.slice(i + 1)); // the script and the app's arguments
@@ -144,6 +145,26 @@ export function scanOptions(argv: readonly string[]): {argv: string[]; given: Gi
 	}
 
 	return {argv: out, given};
+}
+
+/** Every long option as written, --help and --version included. */
+const LONG_OPTIONS = new Set([...Object.keys(OPTIONS), 'help', 'version']);
+
+/**
+ * `--reject-Period 3s`, `--LOG-LEVEL=debug`: yargs-parser makes such a key the
+ * camelCase form of a known option, which strict mode accepts, and the value
+ * went nowhere (the default stood). Options are lower case; the camelCase form
+ * (`--rejectPeriod`), which yargs reads as the option, stays allowed.
+ */
+function checkCase(arg: string): void {
+	if (!arg.startsWith('--')) {
+		return;
+	}
+
+	const key = arg.slice(2).split('=', 1)[0]!;
+	if (key.includes('-') && key !== key.toLowerCase() && LONG_OPTIONS.has(key.toLowerCase())) {
+		throw new UsageError(`--${key} is not an option: options are written in lower case. Write --${key.toLowerCase()}${arg.includes('=') ? arg.slice(2 + key.length) : ''}, before the script.`);
+	}
 }
 
 /** `-w app.mjs` with no script after it: the option took the script as its value. */
@@ -227,7 +248,7 @@ export function fromParsed(parsed: Record<string, unknown>, scan: {readonly give
 	const metrics = parsed['metrics'] === undefined ? undefined : parseMetricsAddress(string('metrics'));
 	if (metrics !== undefined && process.env['PORT'] !== undefined && Number(process.env['PORT']) === metrics.port) {
 		// The usual way an app is told its port: caught before any worker starts.
-		throw new UsageError(`--metrics ${metrics.port} is the port the app is given (PORT=${process.env['PORT']}): the primary would hold it and the app could not listen. Give --metrics another port (9091, say).`);
+		throw new UsageError(`--metrics ${metrics.port} is the port the app is given (PORT=${process.env['PORT']}): the primary would hold it and the app could not listen. Give --metrics another port (${metrics.port === 9091 ? 9464 : 9091}, say).`);
 	}
 
 	const workersText = parsed['workers'];

@@ -71,6 +71,20 @@ test.serial('bad input is a UsageError that names the flag and says what to do',
 	usageError(t, ['-x', script], /Unknown argument: x\. Options go before the script/);
 });
 
+test.serial('an option in the wrong case is refused, not read as its default', t => {
+	usageError(t, ['--reject-Period', '3s', script], /--reject-Period is not an option: options are written in lower case\. Write --reject-period, before the script\./);
+	usageError(t, ['--LOG-LEVEL=debug', script], /Write --log-level=debug, before the script/);
+	usageError(t, ['-w', '2', '--Grace-Period', '9s', script], /--Grace-Period is not an option/);
+	// The camelCase form is the option to yargs, and stays so; after the script, anything goes to the app.
+	t.is(run(['--rejectPeriod', '3s', script]).settings.rejectPeriodMs, 3000);
+	t.deepEqual(run([script, '--Reject-Period', 'x']).args, ['--Reject-Period', 'x']);
+});
+
+test.serial('--metrics on the app\'s PORT: the port suggested instead is another one', t => {
+	usageError(t, ['--metrics', '9091', script], /PORT=9091.*another port \(9464, say\)/, {PORT: '9091'});
+	usageError(t, ['--metrics', '8080', script], /PORT=8080.*another port \(9091, say\)/, {PORT: '8080'});
+});
+
 test.serial('Kubernetes service-link variables of a Service named graceful-cluster are not options', t => {
 	const env = {
 		GRACEFUL_CLUSTER_SERVICE_HOST: '10.0.0.1',
