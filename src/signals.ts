@@ -6,8 +6,11 @@
  * habits: nginx and gunicorn users stop with SIGQUIT, pm2 and nodemon users
  * reload with SIGUSR2.
  *
- * Left alone: SIGUSR1 (Node opens its inspector on it), SIGPIPE and SIGXFSZ
- * (Node ignores them), and the signals that stop rather than kill (SIGTSTP,
+ * Left alone: SIGUSR1 (Node opens its inspector on it), SIGPROF (V8's sampling
+ * profiler ticks on it: a handler of ours would replace the profiler's, and
+ * `--cpu-prof`, clinic or an APM's continuous profiler started in a `--require`
+ * preload would record nothing from then on), SIGPIPE and SIGXFSZ (Node
+ * ignores them), and the signals that stop rather than kill (SIGTSTP,
  * SIGTTIN, SIGTTOU) or are ignored by default (SIGCHLD, SIGWINCH, SIGURG, SIGCONT).
  */
 import {constants} from 'node:os';
@@ -27,7 +30,6 @@ export const SIGNAL_ACTIONS = {
 	SIGUSR2: 'reload',
 	SIGALRM: 'ignore',
 	SIGVTALRM: 'ignore',
-	SIGPROF: 'ignore',
 	SIGIO: 'ignore',
 	SIGPWR: 'ignore',
 	SIGSTKFLT: 'ignore',
