@@ -21,6 +21,12 @@
 // --help and complaints about an option, args.ts; it also reads its own locale
 // files by path), prom-client (only with --metrics) and pino-pretty (only for
 // pretty logs). Both stay lazy: a dynamic import() is its own chunk here.
+//
+// pino is a file of its own, pino-bundle.cjs, beside each build's chunks:
+// src/pino.ts reads its text at once and compiles it at the first log line, so
+// a worker that logs nothing until its drain does not compile it at start.
+// Minified (names kept): pino's code is not ours to read in a stack trace, and
+// a third less text compiles a third sooner.
 import {execFileSync} from 'node:child_process';
 import {copyFileSync, existsSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs';
 import path from 'node:path';
@@ -34,7 +40,7 @@ const INPUTS = path.join(ROOT, 'dist/bundle-inputs.json');
 /** What the outputs depend on besides the bundled modules, root-relative. */
 const ALSO_READ = ['package.json', 'tsconfig.json', 'scripts/bundle.js', 'scripts/write-help.js', 'node_modules/yargs/package.json', 'dist/src/worker/index.cjs'];
 /** What must be there for a skip. */
-const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/help.txt', 'dist/bundle/cli.js', 'dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs'];
+const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/help.txt', 'dist/bundle/cli.js', 'dist/bundle/pino-bundle.cjs', 'dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs', 'dist/bundle/worker/pino-bundle.cjs'];
 
 /** True when the last run's outputs are all there and no file it read is newer than its list. */
 function upToDate() {
@@ -64,9 +70,7 @@ const common = {
 	// Names as written: stack traces and any `.name` read at run time stay as in the compiled tree.
 	keepNames: true,
 	chunkNames: 'chunk-[hash]',
-	external: ['yargs', 'prom-client', 'pino-pretty'],
-	// pino and its dependencies are CommonJS: their require() of Node's own modules needs a real require.
-	banner: {js: 'import {createRequire as __createRequire} from \'node:module\'; const require = __createRequire(import.meta.url);'},
+	external: ['yargs', 'prom-client', 'pino-pretty', 'pino'],
 	metafile: true,
 	logLevel: 'warning',
 	absWorkingDir: ROOT,
@@ -77,6 +81,8 @@ const FINDS_FILES = {
 	cli: ['src/package-files.ts'],
 	worker: ['src/worker/bootstrap.ts', 'src/worker/heartbeat.ts'],
 };
+/** src/pino.ts finds pino-bundle.cjs beside the chunk it lands in, in either build: a copy in each. */
+const PINO_BUNDLE = 'pino-bundle.cjs';
 
 const builds = {
 	cli: {entryPoints: {cli: 'src/cli.ts'}, outdir: OUT, base: 'src'},
@@ -90,9 +96,11 @@ const builds = {
 // Wholly generated: a chunk of an earlier build must not linger.
 rmSync(OUT, {recursive: true, force: true});
 const read = new Set(ALSO_READ);
+const metafiles = {};
 for (const [name, {entryPoints, outdir, base}] of Object.entries(builds)) {
 	// eslint-disable-next-line no-await-in-loop
 	const {metafile} = await build({...common, entryPoints, outdir});
+	metafiles[name] = metafile;
 	for (const input of Object.keys(metafile.inputs)) {
 		read.add(path.relative(ROOT, path.resolve(ROOT, input)));
 	}
@@ -105,6 +113,42 @@ for (const [name, {entryPoints, outdir, base}] of Object.entries(builds)) {
 			process.exit(1);
 		}
 	}
+}
+
+// No CommonJS code is bundled into the chunks (pino, the one there was, is a
+// file of its own): esbuild would turn its require() of Node's modules into a
+// stub that throws at run time. A banner making a real require() for every
+// chunk cost each process about half a millisecond per chunk, so the build
+// refuses such code instead.
+for (const file of Object.keys(metafiles).flatMap(name => Object.keys(metafiles[name].outputs))) {
+	if (file.endsWith('.js') && readFileSync(path.join(ROOT, file), 'utf8').includes('__require')) {
+		process.stderr.write(`bundle: ${file} holds CommonJS code that calls require(); bundle it as a file of its own, as pino is, or keep the package external\n`);
+		process.exit(1);
+	}
+}
+
+// pino, once for each build's directory (see the header).
+const pinoBundle = await build({
+	entryPoints: ['node_modules/pino/pino.js'],
+	bundle: true,
+	format: 'cjs',
+	platform: 'node',
+	target: common.target,
+	keepNames: true,
+	minifyWhitespace: true,
+	minifySyntax: true,
+	write: false,
+	metafile: true,
+	logLevel: 'warning',
+	absWorkingDir: ROOT,
+	outfile: PINO_BUNDLE,
+});
+for (const input of Object.keys(pinoBundle.metafile.inputs)) {
+	read.add(path.relative(ROOT, path.resolve(ROOT, input)));
+}
+
+for (const {outdir} of Object.values(builds)) {
+	writeFileSync(path.join(outdir, PINO_BUNDLE), pinoBundle.outputFiles[0].contents);
 }
 
 // What the bundle reads beside its code: the prebuilt --help (print-only.ts, when

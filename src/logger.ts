@@ -5,12 +5,12 @@
  * pino writes synchronously to stdout by default, which is what we want: the
  * last lines before `process.exit` (the drain summary) must not be lost.
  *
- * pino itself loads when a logger is made (pino.cts), or, for a worker's
+ * pino itself loads when a logger is made (pino.ts), or, for a worker's
  * (`createLazyLogger`), at its first line: most workers log nothing until the
  * drain, and loading pino is half of what the bootstrap costs each worker's start.
  */
 import {UsageError} from './errors.js';
-import {loadPino} from './pino.cjs';
+import {loadPino} from './pino.js';
 import {readWorkerEnv, WORKER_ENV} from './worker-env.js';
 import type {DestinationStream, Logger, LevelWithSilent} from 'pino';
 

@@ -3,10 +3,11 @@
 // script, its own node_modules, and (started from the link) its files read
 // relative to the working directory.
 import test, {type ExecutionContext} from 'ava';
-import {mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync} from 'node:fs';
+import {cpSync, mkdirSync, mkdtempSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import {url} from '../../testkit/net.js';
+import {freePort, url} from '../../testkit/net.js';
+import {waitUntil} from '../../testkit/proc.js';
 import {ROOT, start, type Proc} from '../helpers/cluster.js';
 import {client} from '../helpers/http.js';
 
@@ -39,7 +40,7 @@ interface Answer {
 }
 
 /** A deploy root with releases/a and releases/b, `current -> releases/a`; removed in teardown. */
-function deployRoot(t: ExecutionContext): {root: string; current: string; flip(to: string): void} {
+function deployRoot(t: ExecutionContext, {copyHelper = false} = {}): {root: string; current: string; flip(to: string): void} {
 	const root = mkdtempSync(path.join(os.tmpdir(), 'gc-releases-'));
 	t.teardown(() => {
 		rmSync(root, {recursive: true, force: true});
@@ -52,8 +53,15 @@ function deployRoot(t: ExecutionContext): {root: string; current: string; flip(t
 		writeFileSync(path.join(release, 'config.json'), JSON.stringify({release: name}));
 		writeFileSync(path.join(modules, 'release-name', 'package.json'), JSON.stringify({name: 'release-name', type: 'module', main: 'index.js'}));
 		writeFileSync(path.join(modules, 'release-name', 'index.js'), `export default ${JSON.stringify(name)};\n`);
-		// Each release's own copy of the helper, as an `npm ci` in it would give.
-		symlinkSync(ROOT, path.join(modules, 'graceful-cluster'), 'dir');
+		// Each release's own copy of the helper, as an `npm ci` in it would give:
+		// a link to this package, or, to be deleted with the release, what the package runs.
+		if (copyHelper) {
+			for (const part of ['package.json', 'dist/bundle']) {
+				cpSync(path.join(ROOT, part), path.join(modules, 'graceful-cluster', part), {recursive: true});
+			}
+		} else {
+			symlinkSync(ROOT, path.join(modules, 'graceful-cluster'), 'dir');
+		}
 	}
 
 	const current = path.join(root, 'current');
@@ -158,4 +166,24 @@ test('no PWD (systemd\'s WorkingDirectory=): an absolute script through the link
 
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());
+});
+
+test('the release a worker started from is deleted, helper and all, before the worker logged a line: its drain still logs, from code it read at start', async t => {
+	const {root, current} = deployRoot(t, {copyHelper: true});
+	const metricsPort = await freePort();
+	const app = start(t, [...OPTIONS, '--metrics', `127.0.0.1:${metricsPort}`, path.join(current, 'server.mjs')], {cwd: root});
+	await started(app);
+	t.falsy(app.lines.find(line => line.role === 'worker'), 'no worker has logged yet');
+	// A second after its start a worker has read everything it may need later
+	// (pino's text, src/pino.ts); its first heartbeat comes after that.
+	await waitUntil(async () => {
+		const status = JSON.parse((await client(url(metricsPort, '/status'))).body) as {workers: Array<{rssBytes: number | null}>};
+		return status.workers.length === 2 && status.workers.every(worker => worker.rssBytes !== null);
+	}, {timeout: 10_000, what: 'a heartbeat from each worker'});
+
+	rmSync(path.join(root, 'releases', 'a'), {recursive: true}); // the deploy tool cleans up old releases
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+	t.is(app.lines.filter(line => line.role === 'worker' && line.msg === 'worker drained').length, 2, app.text());
+	t.falsy(app.lines.find(line => line.level === 'error' || line.level === 'fatal'), app.text());
 });

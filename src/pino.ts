@@ -1,0 +1,70 @@
+/**
+ * pino, loaded when first asked for (logger.ts).
+ *
+ * The package runs a bundle (scripts/bundle.js) that holds pino as one
+ * CommonJS file beside each entry's chunks, `pino-bundle.cjs`, compiled at the
+ * first log line. Compiling pino (some 100 kB) costs a process about 3 ms and
+ * reading it about 1 ms, and most workers log nothing until the drain: bundled
+ * into the chunks as before, every worker paid both at its start.
+ *
+ * Its text is read a second after this module loads, or at the first line if
+ * that comes sooner: a worker whose first line comes in a drain, long after its
+ * release directory was deleted (test/e2e/release-dirs.test.ts), must read
+ * nothing from disk then.
+ *
+ * Without that file (the compiled tree, dist/src/, which the unit tests
+ * import), pino comes from node_modules, as any package's would.
+ */
+import {readFileSync} from 'node:fs';
+import path from 'node:path';
+import {fileURLToPath} from 'node:url';
+import type * as Pino from 'pino';
+
+/** The bundle's file name; scripts/bundle.js writes it beside each entry's chunks. */
+export const PINO_BUNDLE = 'pino-bundle.cjs';
+/** When the text is read, if no line asked for it before: after the start, long before any deploy deletes a directory. */
+const READ_AFTER_MS = 1000;
+
+const bundled = new URL(PINO_BUNDLE, import.meta.url);
+/** The bundle's text; null: there is none (dist/src/); undefined: not read yet. */
+let text: Buffer | null | undefined;
+let loaded: typeof Pino.pino | undefined;
+
+const readText = (): Buffer | null => {
+	text ??= readIfThere(bundled);
+	return text;
+};
+
+setTimeout(readText, READ_AFTER_MS).unref();
+
+export function loadPino(): typeof Pino.pino {
+	if (loaded === undefined) {
+		const source = readText();
+		const requireHere = process.getBuiltinModule('node:module').createRequire(bundled);
+		loaded = (source === null ? requireHere('pino') as typeof Pino : runCommonJs(source, requireHere) as typeof Pino).pino;
+	}
+
+	return loaded;
+}
+
+function readIfThere(url: URL): Buffer | null {
+	try {
+		return readFileSync(url);
+	} catch (error) {
+		if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+			return null;
+		}
+
+		throw error;
+	}
+}
+
+/** What `require()` does with a CommonJS file, from text already read; `requireHere` serves its require() of Node's modules. */
+function runCommonJs(source: Buffer, requireHere: NodeJS.Require): unknown {
+	const filename = fileURLToPath(bundled);
+	const {compileFunction} = process.getBuiltinModule('node:vm');
+	const wrapper = compileFunction(source.toString(), ['exports', 'require', 'module', '__filename', '__dirname'], {filename});
+	const module = {exports: {} as unknown};
+	wrapper.call(module.exports, module.exports, requireHere, module, filename, path.dirname(filename));
+	return module.exports;
+}
