@@ -6,7 +6,7 @@
 // nothing to do stays under a second.
 //
 // Why a bundle: Node loads an ES module tree file by file, and a start reads some
-// 120 of them (our ~60, pino's ~25, p-event's, yargs-parser's). One file per
+// 120 of them (our ~60, pino's ~25, p-event's). One file per
 // entry, plus a chunk or two, starts the primary and each worker tens of
 // milliseconds sooner (bench/startup.js). package.json's bin and exports point
 // here; dist/src/ stays the compiled tree the unit tests import, with the

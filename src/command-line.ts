@@ -11,14 +11,12 @@
  *
  * Here: the options table, and the quick read of a command line that yargs would
  * accept. yargs itself (args.ts) costs more to load than the rest of the start,
- * and it is only needed to print the help or to word a complaint; so the command
- * line is read first with yargs-parser, the parser inside yargs, given the options
- * yargs would give it. When that read shows anything yargs acts on besides the
- * values (--help, --version, an unknown option, a parser error), the quick read
- * steps aside and args.ts runs yargs as before. The values' parsers are in
+ * and it is only needed to print the help or to word a complaint; so a command
+ * line in the plain spellings is read here, the way yargs reads it. Anything
+ * else (--help, --version, an unknown option, an unusual spelling) the quick
+ * read leaves to args.ts, which runs yargs as before. The values' parsers are in
  * values.ts, finding the script in script.ts.
  */
-import yargsParser from 'yargs-parser';
 import {UsageError} from './errors.js';
 import {LOG_LEVELS} from './logger.js';
 import {defaultWorkerCount, type WorkerCount} from './primary/cpu.js';
@@ -89,7 +87,7 @@ const FLAG_ONLY: Readonly<Record<string, {readonly flag: string; readonly prints
 };
 
 
-/** yargs-parser's settings, for yargs (args.ts) and the quick read alike. */
+/** yargs-parser's settings, as yargs (args.ts) is given them. */
 export const PARSER_CONFIGURATION = {'halt-at-non-option': true, 'parse-positional-numbers': false, 'unknown-options-as-args': false, 'duplicate-arguments-array': false} as const;
 
 /** A value option as written on the command line (`--workers`, `-w`), and its name. */
@@ -277,38 +275,52 @@ export function fromParsed(parsed: Record<string, unknown>, scan: {readonly give
 	return {kind: 'run', options, workerCount, logFormat};
 }
 
-/**
- * What yargs gives yargs-parser for the options table, --help and --version
- * included (test/unit/command-line.test.ts holds the two the same).
- */
-export const PARSER_OPTIONS = {
-	boolean: ['help', 'version'],
-	string: Object.entries(OPTIONS).flatMap(([name, spec]) => (spec.alias === undefined ? [name] : [name, spec.alias])),
-	alias: {
-		...Object.fromEntries(Object.entries(OPTIONS).flatMap(([name, spec]) => (spec.alias === undefined ? [] : [[name, [spec.alias]]]))),
-		help: ['h'],
-		version: ['v'],
-	},
-	default: Object.fromEntries(Object.entries(OPTIONS).flatMap(([name, spec]) => (spec.default === undefined ? [] : [[name, spec.default]]))),
-	// Every key, aliases too: yargs-parser gives each its camelCase alias from this list.
-	key: Object.fromEntries([...Object.entries(OPTIONS).flatMap(([name, spec]) => (spec.alias === undefined ? [name] : [name, spec.alias])), 'help', 'version'].map(key => [key, true])),
-	envPrefix: ENV_PREFIX,
-	configuration: {...PARSER_CONFIGURATION, 'populate--': true},
-};
+/** Each option's default as yargs gives it, before the variables and the flags. */
+const DEFAULTS: Readonly<Record<string, string>> = Object.fromEntries(Object.entries(OPTIONS).flatMap(([name, spec]) => (spec.default === undefined ? [] : [[name, spec.default]])));
+
+/** `--name=value`, as the quick read takes it: a lower-case long name, the value after the first `=`. */
+const LONG_WITH_VALUE = /^--([a-z][a-z-]*)=(.*)$/s;
 
 /**
- * The keys yargs' strict mode accepts that a command line of values can give:
- * the options, their aliases and their camelCase forms. Not --help and
- * --version: yargs acts on those.
+ * The options the `GRACEFUL_CLUSTER_<NAME>` variables give, as yargs reads
+ * them: `<NAME>` is the option in upper case with `_` for `-`. Undefined when a
+ * variable is spelled any other way (an alias, a camelCase form, `__`, an
+ * unknown name): yargs decides what that means. Kubernetes' service links and
+ * the flag-only names are not options (fromParsed() rejects the latter).
  */
-const VALUE_KEYS = new Set(['_', '--', ...Object.entries(OPTIONS).flatMap(([name, spec]) => [name, yargsParser.camelCase(name), ...(spec.alias === undefined ? [] : [spec.alias])])]);
+function optionsFromEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> | undefined {
+	const options: Record<string, string> = {};
+	for (const [key, value] of Object.entries(env)) {
+		if (!key.startsWith(`${ENV_PREFIX}_`) || value === undefined || SERVICE_LINK.test(key) || flagOnlyVariable(key) !== undefined) {
+			continue;
+		}
+
+		const upper = key.slice(ENV_PREFIX.length + 1);
+		const name = upper.toLowerCase().replaceAll('_', '-');
+		if (!/^[A-Z\d]+(?:_[A-Z\d]+)*$/.test(upper) || !Object.hasOwn(OPTIONS, name)) {
+			return undefined;
+		}
+
+		options[name] = value;
+	}
+
+	return options;
+}
 
 /**
  * The command line read the way yargs reads it, when yargs would only hand the
- * values over: no --help or --version, no key it does not know (strict mode),
- * no parser error, and nothing positional before the script (yargs looks there
- * for a `help` command). Otherwise undefined: args.ts runs yargs, which prints,
- * or throws the complaint in its own words.
+ * values over. It takes the plain spellings only, the ones people write:
+ * `--name value`, `--name=value` and `-w value`, each option's last one
+ * winning, before the script (or `--` and the script), and the variables
+ * spelled as optionsFromEnv() reads them; flags win over variables, variables
+ * over defaults. Anything else (--help, --version, an unknown or negated
+ * option, a camelCase form, `-w=2`) returns undefined: args.ts runs yargs,
+ * which prints, or reads it, or words the complaint in its own way.
+ * test/unit/command-line.test.ts holds the two reads the same, on a corpus and
+ * on generated command lines.
+ *
+ * Not yargs-parser, the parser inside yargs: its first call cost the start
+ * some 5 ms, a tenth of all the primary does before it forks.
  *
  * `cwd`: the directory a relative script is found from and the workers start
  * in; the logical one by default, so both follow a release symlink
@@ -316,12 +328,28 @@ const VALUE_KEYS = new Set(['_', '--', ...Object.entries(OPTIONS).flatMap(([name
  */
 export function quickParseArgs(argv: readonly string[], cwd = logicalCwd()): ParseResult | undefined {
 	const scan = scanOptions(argv);
-	const parsed = withoutNonOptions(() => yargsParser.detailed([...scan.argv], PARSER_OPTIONS));
-	if (parsed.error !== null || parsed.argv._.length > 0 || Object.keys(parsed.argv).some(key => !VALUE_KEYS.has(key))) {
-		return undefined;
+	const values: Record<string, string> = {};
+	let rest: string[] = [];
+	for (let i = 0; i < scan.argv.length; i++) {
+		const arg = scan.argv[i]!;
+		const name = VALUE_SPELLINGS.get(arg);
+		const long = LONG_WITH_VALUE.exec(arg);
+		if (name !== undefined) {
+			// scanOptions() saw to it that a value follows.
+			values[name] = scan.argv[++i]!;
+		} else if (long !== null && Object.hasOwn(OPTIONS, long[1]!)) {
+			values[long[1]!] = long[2]!;
+		} else if (arg === '--') {
+			rest = scan.argv.slice(i + 1);
+			break;
+		} else if (arg.startsWith('-') && arg !== '-') {
+			return undefined;
+		} else {
+			rest = scan.argv.slice(i);
+			break;
+		}
 	}
 
-	// Where yargs puts the script and the app's arguments after its parse (`populate--` is ours, not the caller's).
-	const {'--': rest = [], ...values} = parsed.argv;
-	return fromParsed({...values, _: rest}, scan, cwd);
+	const fromEnv = optionsFromEnv(process.env);
+	return fromEnv === undefined ? undefined : fromParsed({...DEFAULTS, ...fromEnv, ...values, _: rest}, scan, cwd);
 }

@@ -1,9 +1,9 @@
 // The quick read of the command line (command-line.ts) against yargs itself: the
 // same options, the same complaints, and yargs whenever the quick read is unsure.
 import test from 'ava';
-import yargsParser from 'yargs-parser';
 import {parseArgs, yargsParseArgs} from '../../src/args.js';
-import {PARSER_OPTIONS, quickParseArgs} from '../../src/command-line.js';
+import {quickParseArgs} from '../../src/command-line.js';
+import {seededRandom} from '../../testkit/lb-delays.js';
 import {ROOT} from '../helpers/cluster.js';
 
 const script = 'examples/hello/server.js';
@@ -82,6 +82,19 @@ const cases: Array<[argv: string[], env?: Record<string, string>]> = [
 	[[script], {GRACEFUL_CLUSTER_V: ''}],
 	[[script], {GRACEFUL_CLUSTER_SERVICE_HOST: '10.0.0.1', GRACEFUL_CLUSTER_PORT_80_TCP: 'tcp://10.0.0.1:80'}],
 	[['--metrics', '3000', script], {PORT: '3000'}],
+	[['--workers=', script]],
+	[['--metrics=127.0.0.1:9091', '--readiness-path=/ready=yes', script]],
+	[['-w', '2', '--workers', '3', '-w', '4', script]],
+	[['--workers=2', '-w', '3', script]],
+	[['--log-level', 'debug', '--log-level=warn', script]],
+	[[script], {GRACEFUL_CLUSTER_W: '3'}],
+	[[script], {GRACEFUL_CLUSTER_Workers: '3'}],
+	[[script], {GRACEFUL_CLUSTER_LOG__LEVEL: 'warn'}],
+	[[script], {GRACEFUL_CLUSTER_REJECTPERIOD: '3s'}],
+	[[script], {GRACEFUL_CLUSTER_READINESS_PATH: ''}],
+	[['-w', '2', script], {GRACEFUL_CLUSTER_WORKERS: 'many'}],
+	[['--', '--weird.js']],
+	[['-w', '2', '']],
 ];
 
 test.serial('the quick read gives what yargs gives, or leaves the command line to yargs', t => {
@@ -115,30 +128,53 @@ test.serial('a plain command line, its errors in its values included, never need
 	}
 });
 
-test.serial('the quick read gives yargs-parser what yargs gives it', t => {
-	const {detailed} = yargsParser;
-	let given: Record<string, unknown> | undefined;
-	yargsParser.detailed = (args, options) => {
-		given = options as Record<string, unknown>;
-		return detailed(args, options);
+/** Command lines made of the pieces people write and the ones they get wrong, in random order and number. */
+function generated(count: number): Array<[argv: string[], env: Record<string, string>]> {
+	const random = seededRandom(21);
+	const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+	const options = ['-w', '--workers', '--reject-period', '--grace-period', '--log-level', '--log-format', '--metrics', '--readiness-path', '--hung-stack', '--max-requests', '--rejectPeriod', '--no-workers', '-x', '--bogus', '--help', '-v', '-w=2', '--workers=', '--workers=2', '--reject-period=3s', '--metrics=127.0.0.1:9464', '--log-level=warn', '--readiness-path=/a=b', '--Workers'];
+	const values = ['2', '3s', '-5s', '', 'debug', 'pretty', 'on', '9464', 'abc', '0', script];
+	const scripts = [script, script, 'nope.js', '-', '--', 'examples/hello'];
+	const appArgs = ['--port', '3000', '-w', '1', '--help', 'help'];
+	const variables: Record<string, string> = {
+		GRACEFUL_CLUSTER_WORKERS: '2', GRACEFUL_CLUSTER_W: '3', GRACEFUL_CLUSTER_REJECT_PERIOD: '4s', GRACEFUL_CLUSTER_Reject_Period: '1s',
+		GRACEFUL_CLUSTER_LOG__LEVEL: 'x', GRACEFUL_CLUSTER_LOG_LEVEL: 'warn', GRACEFUL_CLUSTER_SERVICE_HOST: '10.0.0.1', GRACEFUL_CLUSTER_LOG_FORMAT: 'loud',
 	};
-
-	try {
-		withEnv({}, () => yargsParseArgs([script], ROOT));
-	} finally {
-		yargsParser.detailed = detailed;
-	}
-
-	const relevant = (options: Record<string, unknown>) => {
-		const {boolean, string, alias, default: defaults, key, envPrefix, configuration} = options;
-		return {boolean, string, alias, default: defaults, key, envPrefix, configuration};
-	};
-
-	t.deepEqual(relevant(PARSER_OPTIONS), relevant(given ?? {}));
-	// Nothing else that shapes a parse.
-	for (const [name, value] of Object.entries(given ?? {})) {
-		if (!(name in relevant(given ?? {})) && name !== '__') {
-			t.true(value === undefined || (typeof value === 'object' && value !== null && Object.keys(value).length === 0) || name === 'showHiddenOpt', name);
+	return Array.from({length: count}, () => {
+		const argv: string[] = [];
+		for (let n = Math.floor(random() * 4); n > 0; n--) {
+			argv.push(pick(options));
+			if (random() < 0.8) {
+				argv.push(pick(values));
+			}
 		}
+
+		if (random() < 0.95) {
+			argv.push(pick(scripts));
+		}
+
+		for (let n = Math.floor(random() * 3); n > 0; n--) {
+			argv.push(pick(appArgs));
+		}
+
+		const env = Object.fromEntries(Object.entries(variables).filter(() => random() < 0.12));
+		return [argv, env];
+	});
+}
+
+test.serial('on generated command lines too, the quick read gives what yargs gives, or leaves it to yargs', t => {
+	let quick = 0;
+	const lines = generated(400);
+	for (const [argv, env] of lines) {
+		withEnv(env, () => {
+			const read = outcome(() => quickParseArgs(argv, ROOT));
+			if (!('result' in (read as object)) || (read as {result: unknown}).result !== undefined) {
+				quick++;
+				t.deepEqual(read, outcome(() => yargsParseArgs(argv, ROOT)), `${JSON.stringify(argv)} ${JSON.stringify(env)}`);
+			}
+		});
 	}
+
+	// Enough of them read quickly, their errors included, to mean something.
+	t.true(quick >= lines.length / 4, `${quick} of ${lines.length} read quickly`);
 });
