@@ -30,12 +30,24 @@ export interface LoggerOptions {
  * A synchronous writer for a file descriptor. The primary writes its own log
  * lines and the workers' forwarded lines through one such writer per stream, so
  * a line can never land inside another that is still being written.
- */
-/**
+ *
  * Synchronous, in buffer mode: pino's lines are strings, the workers' output
- * passed through (primary/output.ts) is bytes, written as they are.
+ * passed through (primary/output.ts) is bytes, written as they are. pino's
+ * writer, made at the first write: the primary's first write comes after its
+ * workers are forked (createHeldLogger).
  */
-export const syncWriter = (fd: 1 | 2): DestinationStream & {write(data: string | Buffer): unknown} => loadPino().destination({dest: fd, sync: true, contentMode: 'buffer'});
+export function syncWriter(fd: 1 | 2): DestinationStream & {write(data: string | Buffer): unknown} {
+	let writer: DestinationStream | undefined;
+	return {
+		write(data) {
+			writer ??= loadPino().destination({dest: fd, sync: true, contentMode: 'buffer'});
+			return writer.write(data as string);
+		},
+	};
+}
+
+/** The time a held line was logged at, while createHeldLogger() writes it. */
+let heldTime: number | undefined;
 
 export function createLogger({role, level, workerId, destination}: LoggerOptions): Logger {
 	return loadPino()({
@@ -43,6 +55,8 @@ export function createLogger({role, level, workerId, destination}: LoggerOptions
 		base: workerId === undefined ? {role, pid: process.pid} : {role, pid: process.pid, worker: workerId},
 		// Level names instead of numbers: people read these in `kubectl logs`.
 		formatters: {level: label => ({level: label})},
+		// pino's own (epoch milliseconds), but a held line keeps the time it was logged at.
+		timestamp: () => `,"time":${heldTime ?? Date.now()}`,
 	}, destination ?? syncWriter(1));
 }
 
@@ -87,6 +101,69 @@ export function createLazyLogger(options: LoggerOptions): Logger {
 			return entry.call;
 		},
 	});
+}
+
+type LevelMethod = Exclude<LevelWithSilent, 'silent'>;
+const LEVEL_METHODS: ReadonlySet<string> = new Set<LevelMethod>(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+
+/**
+ * A logger that holds its lines until `release()`, then writes them in order,
+ * each with the time it was logged at, and writes straight on from there: pino
+ * loads at the release, not before. The primary's (main.ts): it forks its
+ * workers first, so loading pino (about 10 ms) runs beside their start instead
+ * of ahead of it. An error or a fatal line releases at once, and so does the
+ * process's exit: nothing held is lost.
+ */
+export function createHeldLogger(options: LoggerOptions): {readonly logger: Logger; release(): void} {
+	const real = createLazyLogger(options);
+	const held: Array<{readonly level: LevelMethod; readonly args: unknown[]; readonly time: number}> = [];
+	let released = false;
+	const write = (level: LevelMethod, args: unknown[]): void => {
+		(real[level] as (...args: unknown[]) => void)(...args);
+	};
+
+	const release = (): void => {
+		if (released) {
+			return;
+		}
+
+		released = true;
+		process.off('exit', release);
+		for (const {level, args, time} of held.splice(0)) {
+			heldTime = time;
+			try {
+				write(level, args);
+			} finally {
+				heldTime = undefined;
+			}
+		}
+	};
+
+	const hold = new Map([...LEVEL_METHODS].map(level => [level, (...args: unknown[]): void => {
+		if (!released && level !== 'error' && level !== 'fatal') {
+			held.push({level: level as LevelMethod, args, time: Date.now()});
+			return;
+		}
+
+		release();
+		write(level as LevelMethod, args);
+	}]));
+	process.on('exit', release);
+	const logger = new Proxy({} as Logger, {
+		get(_target, key) {
+			if (!released && typeof key === 'string' && hold.has(key)) {
+				return hold.get(key);
+			}
+
+			if (!released && key === 'isLevelEnabled') {
+				return real.isLevelEnabled;
+			}
+
+			release();
+			return Reflect.get(real, key, real);
+		},
+	});
+	return {logger, release};
 }
 
 /**

@@ -5,7 +5,7 @@
 import {quickParseArgs, type ParseResult} from './command-line.js';
 import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
-import {createLogger, syncWriter} from './logger.js';
+import {createHeldLogger, syncWriter} from './logger.js';
 import {Primary} from './primary/index.js';
 import {chooseLogFormat, prettySink} from './primary/log-format.js';
 
@@ -40,7 +40,8 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 	const logFormat = chooseLogFormat(result.logFormat, process.stdout.isTTY === true, process.env);
 	const stdout = logFormat.format === 'pretty' ? await prettySink(syncWriter(1), logFormat.colorize) : syncWriter(1);
 	const stderr = syncWriter(2);
-	const logger = createLogger({role: 'primary', level: options.logLevel, destination: stdout});
+	// Its lines wait until the workers are forked (logger.ts).
+	const {logger, release: writeHeldLines} = createHeldLogger({role: 'primary', level: options.logLevel, destination: stdout});
 	// Its constructor installs the signal handlers; then the held ones go, and
 	// what came early is handed over, in order.
 	const primary = new Primary(options, {logger, stdout, stderr});
@@ -82,6 +83,12 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		process.exit(ExitCode.INTERNAL);
 	});
 
-	const code = await primary.run();
-	process.exit(code);
+	let running: Promise<ExitCode>;
+	try {
+		running = primary.run();
+	} finally {
+		writeHeldLines();
+	}
+
+	process.exit(await running);
 }

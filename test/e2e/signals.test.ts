@@ -96,8 +96,8 @@ test('a CPU profiler started in a --require preload (an APM agent\'s) keeps samp
 	const reports = app.lines.filter(line => line.msg === 'profiler samples');
 	t.deepEqual(reports.map(line => line['profiled']).sort(), ['primary', 'worker', 'worker']);
 	for (const report of reports) {
-		// About 200 at one a millisecond; a handler of ours for SIGPROF left 1 or 2.
-		t.true(Number(report['samples']) > 50, JSON.stringify(report));
+		// Up to 200 at one a millisecond (fewer on a busy machine); a handler of ours for SIGPROF left none.
+		t.true(Number(report['samples']) >= 10, JSON.stringify(report));
 	}
 
 	for (const pid of [app.pid, ...app.lines.filter(line => line.msg === 'worker listening').map(line => Number(line['workerPid']))]) {

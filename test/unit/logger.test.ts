@@ -4,23 +4,26 @@ import test from 'ava';
 import {execFile} from 'node:child_process';
 import {Writable} from 'node:stream';
 import {promisify} from 'node:util';
-import {createLazyLogger, createLogger, LOG_LEVELS, type LoggerOptions} from '../../src/logger.js';
+import {setTimeout as delay} from 'node:timers/promises';
+import {createHeldLogger, createLazyLogger, createLogger, LOG_LEVELS, type LoggerOptions} from '../../src/logger.js';
 import {ROOT} from '../helpers/cluster.js';
 
-/** A destination that keeps each line, parsed, without its time. */
-function collect(): {lines: Array<Record<string, unknown>>; destination: Writable} {
+/** A destination that keeps each line, parsed, without its time (in `times`). */
+function collect(): {lines: Array<Record<string, unknown>>; times: number[]; destination: Writable} {
 	const lines: Array<Record<string, unknown>> = [];
+	const times: number[] = [];
 	const destination = new Writable({
 		write(chunk: Buffer, _encoding, done) {
 			for (const line of chunk.toString('utf8').split('\n').filter(Boolean)) {
 				const {time, ...rest} = JSON.parse(line) as Record<string, unknown>;
 				lines.push(rest);
+				times.push(time as number);
 			}
 
 			done();
 		},
 	});
-	return {lines, destination};
+	return {lines, times, destination};
 }
 
 test('isLevelEnabled: what pino answers, for every level at every level', t => {
@@ -82,4 +85,50 @@ test('pino is not loaded until the first line, and isLevelEnabled does not load 
 	const lines = stdout.trim().split('\n');
 	t.like(JSON.parse(lines[0]!), {msg: 'first line', role: 'worker'});
 	t.deepEqual(JSON.parse(lines[1]!), {before: [false, false, false], after: true});
+});
+
+test('a held logger writes nothing until released, then its lines in order, each with the time it was logged at', async t => {
+	const {lines, times, destination} = collect();
+	const {logger, release} = createHeldLogger({role: 'primary', level: 'info', destination});
+	t.true(logger.isLevelEnabled('info'));
+	t.false(logger.isLevelEnabled('debug'));
+	const before = Date.now();
+	logger.info({workers: 2}, 'starting workers');
+	logger.debug('not written');
+	await delay(30);
+	const second = Date.now();
+	logger.warn({worker: 1}, 'worker started');
+	await delay(30);
+	t.is(lines.length, 0);
+
+	const releasedAt = Date.now();
+	release();
+	logger.info('after the release');
+	release();
+	t.deepEqual(lines.map(line => line['msg']), ['starting workers', 'worker started', 'after the release']);
+	t.like(lines[0], {level: 'info', role: 'primary', pid: process.pid, workers: 2});
+	t.like(lines[1], {level: 'warn', worker: 1});
+	t.true(times[0]! >= before && times[0]! < second, `${times[0]} logged at ${before}`);
+	t.true(times[1]! >= second && times[1]! < releasedAt, `${times[1]} logged at ${second}`);
+	t.true(times[2]! >= releasedAt);
+});
+
+test('a held logger\'s error line releases it at once, after the lines held before it', t => {
+	const {lines, destination} = collect();
+	const {logger} = createHeldLogger({role: 'primary', level: 'info', destination});
+	logger.info('held');
+	logger.error({err: new Error('boom')}, 'graceful-cluster crashed; please report this');
+	logger.info('straight through');
+	t.deepEqual(lines.map(line => `${String(line['level'])} ${String(line['msg'])}`), ['info held', 'error graceful-cluster crashed; please report this', 'info straight through']);
+});
+
+test('a held logger\'s lines are written when the process exits before the release', async t => {
+	const script = `
+		const {createHeldLogger} = await import('./dist/src/logger.js');
+		const {logger} = createHeldLogger({role: 'primary', level: 'info'});
+		logger.info('held until the exit');
+		process.exit(0);
+	`;
+	const {stdout} = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {cwd: ROOT});
+	t.like(JSON.parse(stdout.trim()), {msg: 'held until the exit', role: 'primary'});
 });
