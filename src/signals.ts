@@ -13,8 +13,6 @@
  * ignores them), and the signals that stop rather than kill (SIGTSTP,
  * SIGTTIN, SIGTTOU) or are ignored by default (SIGCHLD, SIGWINCH, SIGURG, SIGCONT).
  */
-import {constants} from 'node:os';
-
 export type SignalAction = 'drain' | 'reload' | 'ignore';
 
 export const SIGNAL_ACTIONS = {
@@ -53,5 +51,7 @@ export function isCleanShutdownCode(code: number | null): boolean {
 		return true;
 	}
 
-	return code !== null && HANDLED_SIGNALS.some(signal => SIGNAL_ACTIONS[signal] !== 'ignore' && code === 128 + constants.signals[signal]);
+		// node:os when asked, not at load: this module is in every worker's bootstrap.
+	const {signals} = process.getBuiltinModule('node:os').constants;
+	return code !== null && HANDLED_SIGNALS.some(signal => SIGNAL_ACTIONS[signal] !== 'ignore' && code === 128 + signals[signal]);
 }

@@ -26,7 +26,6 @@
  * is still open. The IPC channel is unref'd meanwhile, so that it alone does
  * not keep the process alive.
  */
-import {performance} from 'node:perf_hooks';
 import type {Logger} from '../logger.js';
 import type {DrainReason} from './long-lived.js';
 import {callListeners, endsProcess, isStopListener, listenerName, listenersFor, type SignalListeners} from './signal-listeners.js';

@@ -21,7 +21,6 @@
  * their usual `server.close(callback)` waits for the connections still open.
  */
 import cluster from 'node:cluster';
-import {performance} from 'node:perf_hooks';
 import {createLazyLogger} from '../logger.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {rejectEndsAt, remaining} from '../timeline.js';

@@ -9,13 +9,16 @@
  * `attach()` yet (still starting) and keeps it; `attach()` then starts its drain
  * late with the time already spent subtracted.
  */
-import {performance} from 'node:perf_hooks';
 import {envelope, parseMessage, TO_WORKER, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 
 /** The primary's instruction to leave: a drain (shutdown) or a retire (reload). Only the first counts. */
 export interface ReceivedDrain {
 	readonly message: LeaveMessage;
-	/** `performance.now()` when the bootstrap read it. */
+	/**
+	 * `performance.now()` when the bootstrap read it: that clock, whatever this
+	 * copy's clock.ts uses, as a helper of another version reads it so. (The
+	 * global, loaded at its first call: in the drain, not at every start.)
+	 */
 	readonly receivedAt: number;
 }
 

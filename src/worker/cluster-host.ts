@@ -4,7 +4,6 @@
  * retire message starts the drain, the counts go back as reports, and the
  * worker exits once the primary has its `drained` message.
  */
-import {performance} from 'node:perf_hooks';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import {remaining} from '../timeline.js';

@@ -15,7 +15,7 @@
  * before the primary kills the process: `--report-on-signal` does not fire
  * while the loop is blocked (RESEARCH-2.md section 4b).
  */
-import {monitorEventLoopDelay} from 'node:perf_hooks';
+import type {IntervalHistogram} from 'node:perf_hooks';
 import type {Logger} from '../logger.js';
 import {readWorkerEnv, type HeartbeatOptions} from '../worker-env.js';
 import type {WorkerChannel} from './channel.js';
@@ -34,16 +34,18 @@ export const captureAfter = (workerTimeoutMs: number): number => workerTimeoutMs
 export const heartbeatOptionsFromEnv = (env: Record<string, string | undefined>): HeartbeatOptions => readWorkerEnv(env).heartbeat;
 
 export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: HeartbeatOptions): void {
-	// The resolution is the histogram's sampling period, not the precision of a
-	// blocked loop's delay (that shows whole, in the first sample after it).
-	const delay = monitorEventLoopDelay({resolution: 20});
-	delay.enable();
+	// Made at the first beat: perf_hooks costs about 1.5 ms, and every start,
+	// restart and reload waits for the worker's. So the first beat, a second in,
+	// reports a delay of 0, as a histogram without a sample does; each beat after
+	// it, the worst delay since the one before.
+	let delay: IntervalHistogram | undefined;
 	const beat = options.captureStack && options.workerTimeoutMs > 0 ? startWatchdogThread(options.workerTimeoutMs, channel.workerId, logger) : undefined;
 	setInterval(() => {
 		const {rss, heapUsed} = process.memoryUsage();
 		const stats = channel.stats?.();
 		// The histogram's max in nanoseconds; 0 before its first sample.
-		const loopDelayMs = Math.round(delay.max / 1e6);
+		const loopDelayMs = delay === undefined ? 0 : Math.round(delay.max / 1e6);
+		delay ??= startDelayHistogram();
 		delay.reset();
 		if (beat) {
 			Atomics.add(beat, 0, 1);
@@ -58,6 +60,14 @@ export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: 
 			inflight: stats?.inflight ?? 0,
 		});
 	}, HEARTBEAT_INTERVAL_MS).unref();
+}
+
+function startDelayHistogram(): IntervalHistogram {
+	// The resolution is the histogram's sampling period, not the precision of a
+	// blocked loop's delay (that shows whole, in the first sample after it).
+	const histogram = process.getBuiltinModule('node:perf_hooks').monitorEventLoopDelay({resolution: 20});
+	histogram.enable();
+	return histogram;
 }
 
 function startWatchdogThread(workerTimeoutMs: number, workerId: number, logger: Logger): Int32Array | undefined {

@@ -12,7 +12,6 @@
  * nothing here runs per stream.
  */
 import type {ServerHttp2Session} from 'node:http2';
-import {performance} from 'node:perf_hooks';
 
 /** GOAWAY's error code for a graceful shutdown (RFC 9113 section 7). */
 const NO_ERROR = 0;

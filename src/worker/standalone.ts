@@ -4,7 +4,6 @@
  * deadline and exits with the CLI's codes (0, 3 at the deadline, 4 on a second
  * signal), on the timeline read from `GRACEFUL_CLUSTER_*`.
  */
-import {performance} from 'node:perf_hooks';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import {isCleanShutdownCode} from '../signals.js';
