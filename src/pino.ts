@@ -7,24 +7,21 @@
  * reading it about 1 ms, and most workers log nothing until the drain: bundled
  * into the chunks as before, every worker paid both at its start.
  *
- * Its text is read a second after this module loads, or at the first line if
- * that comes sooner: a worker whose first line comes in a drain, long after its
- * release directory was deleted (test/e2e/release-dirs.test.ts), must read
- * nothing from disk then.
+ * Its text is read as this module loads, asynchronously (off the main thread,
+ * beside the start), or at the first line if that comes sooner: a worker whose
+ * first line comes in a drain, long after its release directory was deleted
+ * (test/e2e/release-dirs.test.ts), must read nothing from disk then.
  *
  * Without that file (the compiled tree, dist/src/, which the unit tests
  * import), pino comes from node_modules, as any package's would.
  */
-import {readFileSync} from 'node:fs';
+import {readFile, readFileSync} from 'node:fs';
 import path from 'node:path';
 import {fileURLToPath} from 'node:url';
 import type * as Pino from 'pino';
 
 /** The bundle's file name; scripts/bundle.js writes it beside each entry's chunks. */
 export const PINO_BUNDLE = 'pino-bundle.cjs';
-/** When the text is read, if no line asked for it before: after the start, long before any deploy deletes a directory. */
-const READ_AFTER_MS = 1000;
-
 const bundled = new URL(PINO_BUNDLE, import.meta.url);
 /** The bundle's text; null: there is none (dist/src/); undefined: not read yet. */
 let text: Buffer | null | undefined;
@@ -35,7 +32,12 @@ const readText = (): Buffer | null => {
 	return text;
 };
 
-setTimeout(readText, READ_AFTER_MS).unref();
+readFile(bundled, (error, data) => {
+	// Another error is left to the first line's read, to throw there.
+	if (error === null || error.code === 'ENOENT') {
+		text ??= error === null ? data : null;
+	}
+});
 
 export function loadPino(): typeof Pino.pino {
 	if (loaded === undefined) {

@@ -174,8 +174,8 @@ test('the release a worker started from is deleted, helper and all, before the w
 	const app = start(t, [...OPTIONS, '--metrics', `127.0.0.1:${metricsPort}`, path.join(current, 'server.mjs')], {cwd: root});
 	await started(app);
 	t.falsy(app.lines.find(line => line.role === 'worker'), 'no worker has logged yet');
-	// A second after its start a worker has read everything it may need later
-	// (pino's text, src/pino.ts); its first heartbeat comes after that.
+	// By its first heartbeat, a second in, a worker has read everything it may
+	// need later (pino's text is read as the helper loads: src/pino.ts).
 	await waitUntil(async () => {
 		const status = JSON.parse((await client(url(metricsPort, '/status'))).body) as {workers: Array<{rssBytes: number | null}>};
 		return status.workers.length === 2 && status.workers.every(worker => worker.rssBytes !== null);
