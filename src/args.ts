@@ -74,20 +74,52 @@ function parser(argv: readonly string[], width = helpWidth()) {
 	// In yargs 18, missing from @types/yargs 17.
 	return (y as typeof y & {usageConfiguration(config: {'hide-types': boolean}): typeof y}).usageConfiguration({'hide-types': true});
 }
-/** Rewrites yargs' strict-mode complaint about an env-only key into one that names the variable. */
+/** `rejectPeriod` -> `reject-period`: yargs names an unknown option in both forms. */
+const kebab = (name: string): string => name.replaceAll(/[A-Z]/g, c => `-${c.toLowerCase()}`);
+
+/** An option within two edits of `name` (a typo's usual distance), if one is. */
+function nearestOption(name: string): string | undefined {
+	const distance = (a: string, b: string): number => {
+		let previous = Array.from({length: b.length + 1}, (_, index) => index);
+		for (const [i, ca] of [...a].entries()) {
+			const row = [i + 1];
+			for (const [j, cb] of [...b].entries()) {
+				row.push(Math.min(previous[j + 1]! + 1, row[j]! + 1, previous[j]! + (ca === cb ? 0 : 1)));
+			}
+
+			previous = row;
+		}
+
+		return previous[b.length]!;
+	};
+
+	const [best] = Object.keys(OPTIONS).map(option => ({option, edits: distance(name, option)})).sort((a, b) => a.edits - b.edits);
+	return best !== undefined && best.edits <= 2 && name.length > 2 ? best.option : undefined;
+}
+
+/**
+ * Rewrites yargs' strict-mode complaint: an env-only key names the variable;
+ * an unknown flag is named once, as written (yargs adds its camelCase form:
+ * "Unknown arguments: reject-perod, rejectPerod"), with the option it is
+ * likely a typo of.
+ */
 function explainUnknown(error: unknown, argv: readonly string[]): unknown {
 	const match = error instanceof Error ? /^Unknown arguments?: (.+)$/.exec(error.message) : null;
 	if (!match) {
 		return error;
 	}
 
-	const names = match[1]!.split(', ');
-	const vars = names.map(name => envName(name.replaceAll(/[A-Z]/g, c => `-${c.toLowerCase()}`)));
-	if (vars.every(name => process.env[name] !== undefined) && !names.some(name => argv.some(arg => arg.replace(/^-+/, '').split('=')[0] === name))) {
+	const names = [...new Set(match[1]!.split(', ').map(name => kebab(name)))];
+	const vars = names.map(name => envName(name));
+	if (vars.every(name => process.env[name] !== undefined) && !names.some(name => argv.some(arg => kebab(arg.replace(/^-+/, '').split('=')[0]!) === name))) {
 		return new UsageError(`Unknown environment variable${vars.length > 1 ? 's' : ''} ${vars.join(', ')}: graceful-cluster reads every GRACEFUL_CLUSTER_* variable as an option. Remove it or fix its name (see --help).`);
 	}
 
-	return new UsageError(`${error instanceof Error ? error.message : String(error)}. Options go before the script; run graceful-cluster --help to see them.`);
+	const flags = names.map(name => {
+		const nearest = nearestOption(name);
+		return `${name.length === 1 ? '-' : '--'}${name}${nearest === undefined ? '' : ` (did you mean --${nearest}?)`}`;
+	});
+	return new UsageError(`Unknown option${flags.length > 1 ? 's' : ''} ${flags.join(', ')}. Options go before the script; run graceful-cluster --help to see them.`);
 }
 /**
  * `--help` as yargs prints it at full width, with no variable of ours set (in

@@ -4,7 +4,7 @@ import {ExitCode} from '../../src/exit-codes.js';
 import {fixture, start} from '../helpers/cluster.js';
 
 const cases: Array<[string, string[], Record<string, string>, RegExp]> = [
-	['unknown flag', ['--wrokers', '2', fixture('app.mjs')], {}, /Unknown argument: wrokers/],
+	['unknown flag', ['--wrokers', '2', fixture('app.mjs')], {}, /Unknown option --wrokers \(did you mean --workers\?\)/],
 	['workers not a number', ['--workers', 'abc', fixture('app.mjs')], {}, /--workers.*"abc"/],
 	['grace period not a duration', ['--grace-period', 'banana', fixture('app.mjs')], {}, /--grace-period.*"banana" is not a duration/],
 	['serve + reject >= grace', ['--reject-period', '10s', '--grace-period', '10s', fixture('app.mjs')], {}, /must be less than --grace-period/],

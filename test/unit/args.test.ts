@@ -53,7 +53,7 @@ test.serial('GRACEFUL_CLUSTER_* variables set options, and flags win over them',
 });
 
 test.serial('bad input is a UsageError that names the flag and says what to do', t => {
-	usageError(t, ['--bogus', script], /Unknown argument: bogus.*--help/s);
+	usageError(t, ['--bogus', script], /Unknown option --bogus\. .*--help/s);
 	usageError(t, ['--workers', 'abc', script], /--workers.*"abc".*whole number/);
 	usageError(t, ['--workers', '0', script], /--workers.*whole number from 1/);
 	usageError(t, ['--grace-period', 'banana', script], /--grace-period \(GRACEFUL_CLUSTER_GRACE_PERIOD\): "banana" is not a duration/);
@@ -68,7 +68,10 @@ test.serial('bad input is a UsageError that names the flag and says what to do',
 	usageError(t, ['examples'], /Script examples is a directory: pass the app's entry file \(e\.g\. examples\/server\.js\)\.$/);
 	usageError(t, [script], /GRACEFUL_CLUSTER_REJECT_PERIOD.*"soon"/, {GRACEFUL_CLUSTER_REJECT_PERIOD: 'soon'});
 	usageError(t, [script], /Unknown environment variable GRACEFUL_CLUSTER_REJECT_PERIODS/, {GRACEFUL_CLUSTER_REJECT_PERIODS: '5s'});
-	usageError(t, ['-x', script], /Unknown argument: x\. Options go before the script/);
+	usageError(t, ['-x', script], /Unknown option -x\. Options go before the script/);
+	// Named once, as written (yargs adds the camelCase form), with the option it likely meant.
+	usageError(t, ['--reject-perod', '3s', script], /^Unknown option --reject-perod \(did you mean --reject-period\?\)\. Options go/);
+	usageError(t, ['--rejectPerod', '3s', '--bogus', '1', script], /^Unknown options --reject-perod \(did you mean --reject-period\?\), --bogus\. Options go/);
 });
 
 test.serial('an option in the wrong case is refused, not read as its default', t => {
