@@ -25,6 +25,7 @@ import {DEFAULT_PRIMARY_OPTIONS, type PrimaryOptions} from './primary/options.js
 import {formatDuration} from './duration.js';
 import {looksLikeScript, resolveScript} from './script.js';
 import {DEFAULT_SETTINGS, envName, parseDurationSetting, readSettings, SETTING_FLAGS} from './settings.js';
+import {INTERNAL_VARIABLES} from './worker-env.js';
 import {forkCwd, logicalCwd} from './working-directory.js';
 import {
 	MIN_WORKER_TIMEOUT_MS, parseLogFormat, parseLogLevel, parseMetricsAddress, parsePositiveInt, parseSize,
@@ -197,9 +198,16 @@ const SERVICE_LINK = /^GRACEFUL_CLUSTER_(?:\w+_)?(?:SERVICE_HOST|SERVICE_PORT(?:
 const flagOnlyVariable = (key: string): (typeof FLAG_ONLY)[string] | undefined =>
 	key.startsWith(`${ENV_PREFIX}_`) ? FLAG_ONLY[key.slice(ENV_PREFIX.length + 1).toLowerCase()] : undefined;
 
+/**
+ * A Kubernetes service link, or one of the variables a primary sets for its
+ * workers that are no option's (worker-env.ts): a CLI the app starts itself
+ * inherits those.
+ */
+const isNotAnOption = (key: string): boolean => SERVICE_LINK.test(key) || INTERNAL_VARIABLES.has(key);
+
 /** Runs `fn` with the variables that are not options out of the environment yargs reads. */
 export function withoutNonOptions<T>(fn: () => T): T {
-	const hidden = Object.entries(process.env).filter(([key]) => SERVICE_LINK.test(key) || flagOnlyVariable(key) !== undefined);
+	const hidden = Object.entries(process.env).filter(([key]) => isNotAnOption(key) || flagOnlyVariable(key) !== undefined);
 	for (const [key] of hidden) {
 		delete process.env[key];
 	}
@@ -291,7 +299,7 @@ const LONG_WITH_VALUE = /^--([a-z][a-z-]*)=(.*)$/s;
 function optionsFromEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> | undefined {
 	const options: Record<string, string> = {};
 	for (const [key, value] of Object.entries(env)) {
-		if (!key.startsWith(`${ENV_PREFIX}_`) || value === undefined || SERVICE_LINK.test(key) || flagOnlyVariable(key) !== undefined) {
+		if (!key.startsWith(`${ENV_PREFIX}_`) || value === undefined || isNotAnOption(key) || flagOnlyVariable(key) !== undefined) {
 			continue;
 		}
 

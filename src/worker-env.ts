@@ -7,9 +7,11 @@
  *   the log level        GRACEFUL_CLUSTER_LOG_LEVEL
  *   the heartbeat        GRACEFUL_CLUSTER_WORKER_TIMEOUT, GRACEFUL_CLUSTER_HUNG_STACK
  *   the worker's role    GRACEFUL_CLUSTER_REPLACEMENT, set for one fork only (`replacementEnv`)
+ *   the peers' rates     GRACEFUL_CLUSTER_PEER_RATES (worker/arrivals.ts)
  *
  * Each goes under its option's own variable and in the option's own syntax, so
- * a graceful-cluster CLI the app starts itself reads them as valid options. The
+ * a graceful-cluster CLI the app starts itself reads them as valid options; the
+ * two that are no option's (INTERNAL_VARIABLES) it passes over. The
  * timeline is not here: it travels in the drain message alone (timeline.ts).
  * Loaded into every worker before the app's first line: no yargs, no pino, no
  * prom-client.
@@ -24,7 +26,12 @@ export const WORKER_ENV = {
 	hungStack: envName('hung-stack'),
 	/** Not an option: `on` in a reload's or a recycle's replacement (worker/warmup.ts). */
 	replacement: 'GRACEFUL_CLUSTER_REPLACEMENT',
+	/** Not an option: `off` when nothing reads the peers' rates before a signal (worker/arrivals.ts). */
+	peerRates: 'GRACEFUL_CLUSTER_PEER_RATES',
 } as const;
+
+/** The variables that are no option's: the command line passes over them. */
+export const INTERNAL_VARIABLES: ReadonlySet<string> = new Set([WORKER_ENV.replacement, WORKER_ENV.peerRates]);
 
 /**
  * What a replacement is forked with beside `workerEnv()`: it warms up before
@@ -38,6 +45,9 @@ export interface WorkerEnvOptions {
 	readonly logLevel: string;
 	readonly workerTimeoutMs: number;
 	readonly hungStack: boolean;
+	/** The two readers of the peers' rates (worker/arrivals.ts). */
+	readonly adaptiveReject: boolean;
+	readonly metrics?: unknown;
 }
 
 /** The heartbeat's settings (worker/heartbeat.ts). */
@@ -58,6 +68,8 @@ export interface WorkerEnv {
 	readonly heartbeat: HeartbeatOptions;
 	/** Forked to replace a worker (a reload, a recycle): it warms up first. */
 	readonly replacement: boolean;
+	/** Count each peer's requests while serving (worker/arrivals.ts). */
+	readonly peerRates: boolean;
 }
 
 export function workerEnv(options: WorkerEnvOptions): Record<string, string> {
@@ -66,6 +78,8 @@ export function workerEnv(options: WorkerEnvOptions): Record<string, string> {
 		[WORKER_ENV.logLevel]: options.logLevel,
 		[WORKER_ENV.workerTimeout]: `${options.workerTimeoutMs}ms`,
 		[WORKER_ENV.hungStack]: options.hungStack ? 'on' : 'off',
+		// Read by the adaptive reject period's rule, and shown by /status (--metrics) in a drain.
+		[WORKER_ENV.peerRates]: options.adaptiveReject || options.metrics !== undefined ? 'on' : 'off',
 	};
 }
 
@@ -78,5 +92,7 @@ export function readWorkerEnv(env: Record<string, string | undefined>): WorkerEn
 			captureStack: env[WORKER_ENV.hungStack] === 'on',
 		},
 		replacement: env[WORKER_ENV.replacement] === 'on',
+		// Absent (a primary of another version): counted, as that primary may read them.
+		peerRates: env[WORKER_ENV.peerRates] !== 'off',
 	};
 }

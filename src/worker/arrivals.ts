@@ -9,7 +9,11 @@
  *   each one's rate over the 60 s before the signal. The hot path pays one
  *   counter per request: the connection keeps its peer's counter (found once,
  *   on its first request), and a timer takes a snapshot of the totals every
- *   10 s.
+ *   10 s. Only where something reads the rates (`perPeer`): the adaptive
+ *   reject period, and /status with --metrics (worker-env.ts). Finding a
+ *   connection's peer is a getpeername(2), about 8 % of the CPU a request on a
+ *   new connection costs (bench/hot-path.js); without a reader, the
+ *   connections share one counter and no address is looked up.
  * - From the signal on, every app request that arrives (served, rejected or
  *   dropped alike: what the load balancer sent, not what we answered), by
  *   second and by peer, with the last one's time and peer. The filters only
@@ -36,6 +40,11 @@ const SNAPSHOT_EVERY_MS = 10_000;
 export const MAX_PEERS = 256;
 
 const HEALTH_CHECKER = /^(?:kube-probe|ELB-HealthChecker)\//;
+
+/** What a connection's peer address is read from: the socket (`remoteAddress` is a getpeername(2) at its first read). */
+export interface PeerSocket {
+	readonly remoteAddress?: string | undefined;
+}
 
 /** A peer's requests while serving. A plain object, kept on its connections: `n++` per request. */
 export interface PeerCounter {
@@ -105,8 +114,16 @@ function foldExcess(peers: PeerArrivals[]): PeerArrivals[] {
 	return [...kept, other];
 }
 
+export interface ArrivalsOptions {
+	/** Count each peer's requests while serving, for its rate (see the header); off: one counter for all. */
+	readonly perPeer?: boolean | undefined;
+}
+
 export class Arrivals {
 	private readonly counters = new Map<string, PeerCounter>();
+	/** Every connection's requests while serving, when peers are not told apart. */
+	private readonly unattributed: PeerCounter = {n: 0};
+	private readonly perPeer: boolean;
 	/** Connections of health checkers, and peers past MAX_PEERS: not told apart. */
 	private readonly ignored: PeerCounter = {n: 0};
 	private readonly other: PeerCounter = {n: 0};
@@ -119,7 +136,9 @@ export class Arrivals {
 	private startedAt: number | undefined;
 
 	/** `clock`: one whose timers do not keep the process alive (clock.ts `inBackground`). */
-	constructor(private readonly clock: Clock) {}
+	constructor(private readonly clock: Clock, {perPeer = true}: ArrivalsOptions = {}) {
+		this.perPeer = perPeer;
+	}
 
 	private now(): number {
 		return this.clock.now();
@@ -223,8 +242,13 @@ export class Arrivals {
 		this.clock.clear(this.timer);
 	}
 
-	/** A connection's first request while serving: its peer's counter, kept on it. */
-	counterFor(owner: Counted, address: string | undefined, userAgent: string | undefined): PeerCounter {
+	/** A connection's first request while serving: its peer's counter, kept on it. `socket`'s address is read only to tell peers apart. */
+	counterFor(owner: Counted, socket: PeerSocket | undefined, userAgent: string | undefined): PeerCounter {
+		if (!this.perPeer) {
+			owner[PEER_COUNTER] = this.unattributed;
+			return this.unattributed;
+		}
+
 		if (this.timer === undefined && this.after === undefined) {
 			this.startedAt = this.now();
 			this.timer = this.clock.setInterval(() => {
@@ -236,7 +260,7 @@ export class Arrivals {
 		if (isHealthChecker(userAgent)) {
 			counter = this.ignored;
 		} else {
-			const name = peerName(address);
+			const name = peerName(socket?.remoteAddress);
 			counter = this.counters.get(name) ?? (this.counters.size < MAX_PEERS ? {n: 0} : this.other);
 			if (counter !== this.other) {
 				this.counters.set(name, counter);

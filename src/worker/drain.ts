@@ -99,9 +99,10 @@ export class ProcessDrain {
 	/** The timer that ends the reject phase at its period's end: cleared by an early end (`endReject`). */
 	private rejectTimer: Timer | undefined;
 
-	constructor(private readonly settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock) {
+	/** `peerRates`: count each peer's requests while serving (arrivals.ts), where something reads their rates. */
+	constructor(private readonly settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock, {peerRates = true}: {peerRates?: boolean} = {}) {
 		this.timers = new TimerGroup(clock);
-		this.arrivals = new Arrivals(inBackground(clock));
+		this.arrivals = new Arrivals(inBackground(clock), {perPeer: peerRates});
 		this.notices = new DrainNotices(clock, logger);
 		this.progress = new DrainProgress(() => this.counts, logger, () => this.arrivals.changes);
 	}

@@ -371,7 +371,7 @@ export class RequestFilter implements ServerFilter {
 			this.options.onNotice?.('socket.io-polling');
 		}
 
-		return this.arrivals.counterFor(socket, request.socket.remoteAddress, request.headers['user-agent']);
+		return this.arrivals.counterFor(socket, request.socket, request.headers['user-agent']);
 	}
 
 	/** A drain 503 (or its event-stream form) was handed to the socket. */
@@ -452,7 +452,7 @@ export class RequestFilter implements ServerFilter {
 	upgrade(request: IncomingMessage, socket: Socket): boolean {
 		if (this.mode === Mode.SERVING) {
 			const counted = socket as Counted;
-			(counted[PEER_COUNTER] ?? this.arrivals.counterFor(counted, socket.remoteAddress, request.headers['user-agent'])).n++;
+			(counted[PEER_COUNTER] ?? this.arrivals.counterFor(counted, socket, request.headers['user-agent'])).n++;
 		} else {
 			this.arrivals.arrived(socket.remoteAddress, request.headers['user-agent']);
 		}

@@ -265,7 +265,7 @@ export class Http2Filter implements ServerFilter {
 		if (this.mode === Mode.SERVING) {
 			const session = stream.session as (ServerHttp2Session & Counted) | undefined;
 			if (session) {
-				(session[PEER_COUNTER] ?? this.arrivals.counterFor(session, session.socket?.remoteAddress, headers['user-agent'])).n++;
+				(session[PEER_COUNTER] ?? this.arrivals.counterFor(session, session.socket, headers['user-agent'])).n++;
 			}
 		} else {
 			this.arrivals.arrived(stream.session?.socket?.remoteAddress, headers['user-agent']);

@@ -8,6 +8,7 @@
  * with the same timeline read from `GRACEFUL_CLUSTER_*`.
  */
 import net from 'node:net';
+import {systemClock} from '../clock.js';
 import {createLazyLogger, logLevelFromEnv} from '../logger.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
 import {ExitCode} from '../exit-codes.js';
@@ -117,8 +118,9 @@ function setUp(): ProcessDrain {
 	const level = logLevelFromEnv(process.env);
 	if (channel) {
 		const logger = createLazyLogger({role: 'worker', level, workerId: channel.workerId});
-		const drain = new ProcessDrain(settings, logger);
-		if (readWorkerEnv(process.env).replacement) {
+		const {replacement, peerRates} = readWorkerEnv(process.env);
+		const drain = new ProcessDrain(settings, logger, systemClock, {peerRates});
+		if (replacement) {
 			const started = new Warmup(message => {
 				channel.send(message);
 			}, logger);
@@ -133,7 +135,8 @@ function setUp(): ProcessDrain {
 	}
 
 	const logger = createLazyLogger({role: 'standalone', level});
-	const drain = new ProcessDrain(settings, logger);
+	// Alone, nothing reads the peers' rates: no primary, no /status.
+	const drain = new ProcessDrain(settings, logger, systemClock, {peerRates: false});
 	runStandalone(drain, logger, timeline!);
 	return drain;
 }

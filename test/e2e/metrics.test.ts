@@ -156,6 +156,9 @@ test('during a drain: the phase is shown, rejected requests counted; a reload is
 	const body = await status(app.metricsPort);
 	t.like(body, {state: 'draining', phase: 'reject', drainPhase: 2, drain: {signal: 'SIGTERM', forcedBy: null}});
 	t.truthy(Date.parse(body['drain']['startedAt']));
+	// With --metrics the workers count each peer while serving, so /status has its rate before the signal.
+	const peers = body['drain']['arrivalPeers'] as Array<{peer: string; ratePerSecond: number; count: number}>;
+	t.true(peers.some(peer => peer.peer === '127.0.0.1' && peer.ratePerSecond > 0 && peer.count >= 1), JSON.stringify(peers));
 	t.is((await slow).statusCode, 200);
 	t.is((await app.exited).code, 0);
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {rejected: 1, closedLongLived: 0, workersLost: 0, workersHung: 0});

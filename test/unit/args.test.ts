@@ -105,6 +105,13 @@ test.serial('Kubernetes service-link variables of a Service named graceful-clust
 	t.is(process.env['GRACEFUL_CLUSTER_SERVICE_HOST'], undefined, 'restored as it was');
 });
 
+test.serial('the variables a primary gives its workers that are no option\'s do not stop a CLI the app starts itself', t => {
+	const env = {GRACEFUL_CLUSTER_REPLACEMENT: 'on', GRACEFUL_CLUSTER_PEER_RATES: 'off', GRACEFUL_CLUSTER_REJECT_PERIOD: '4s'};
+	t.is(run([script], env).settings.rejectPeriodMs, 4000);
+	// A camelCase flag is read by yargs itself (command-line.ts): the same there.
+	t.is(run(['--gracePeriod', '60s', script], env).settings.rejectPeriodMs, 4000);
+});
+
 test.serial('an empty probe path turns the probe off', t => {
 	t.is(run(['--liveness-path', '', script]).settings.livenessPath, '');
 });

@@ -11,7 +11,7 @@ function worker() {
 	const arrivals = new Arrivals(clock);
 	/** A request while serving on `socket`, as the filters count it. */
 	const serve = (socket: Counted, address: string, userAgent?: string): void => {
-		(socket[PEER_COUNTER] ?? arrivals.counterFor(socket, address, userAgent)).n++;
+		(socket[PEER_COUNTER] ?? arrivals.counterFor(socket, {remoteAddress: address}, userAgent)).n++;
 	};
 
 	return {clock, arrivals, serve};
@@ -149,4 +149,33 @@ test('peers before and after the signal past MAX_PEERS: the excess joins other, 
 	t.true(peers.length <= MAX_PEERS + 1);
 	t.like(peers.find(peer => peer.peer === 'other'), {count: 20});
 	t.like(decide({figures: mergeArrivals([arrivals.report()]), nowMs: 15_000, rejectStartMs: 0, staleWorkers: 0}), {end: false, why: 'too-many-peers'});
+});
+
+test('without a reader of the rates, no peer is told apart while serving: no address is read, one counter for all; the arrivals from the signal on are counted as before', t => {
+	const clock = new FakeClock();
+	const arrivals = new Arrivals(clock, {perPeer: false});
+	let lookups = 0;
+	const socket = (address: string) => ({
+		get remoteAddress() {
+			lookups++;
+			return address;
+		},
+	});
+	const serve = (connection: Counted, peer: {remoteAddress: string}): void => {
+		(connection[PEER_COUNTER] ?? arrivals.counterFor(connection, peer, undefined)).n++;
+	};
+
+	const lb1 = {};
+	const lb2 = {};
+	for (let i = 0; i < 5; i++) {
+		serve(lb1, socket('10.0.0.1'));
+		serve(lb2, socket('10.0.0.2'));
+		clock.advance(1000);
+	}
+
+	t.is(lookups, 0, 'no getpeername(2) while serving');
+	t.is(lb1[PEER_COUNTER as keyof typeof lb1], lb2[PEER_COUNTER as keyof typeof lb2], 'one counter');
+	arrivals.begin();
+	arrivals.arrived('10.0.0.1', undefined);
+	t.like(arrivals.report(), {total: 1, lastFrom: '10.0.0.1', peers: [{peer: '10.0.0.1', ratePerSecond: 0, count: 1}]});
 });

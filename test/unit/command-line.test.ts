@@ -95,6 +95,7 @@ const cases: Array<[argv: string[], env?: Record<string, string>]> = [
 	[['-w', '2', script], {GRACEFUL_CLUSTER_WORKERS: 'many'}],
 	[['--', '--weird.js']],
 	[['-w', '2', '']],
+	[[script], {GRACEFUL_CLUSTER_REPLACEMENT: 'on', GRACEFUL_CLUSTER_PEER_RATES: 'off'}],
 ];
 
 test.serial('the quick read gives what yargs gives, or leaves the command line to yargs', t => {
