@@ -1,0 +1,131 @@
+// Where a start's time goes, phase by phase, for one build or several side by
+// side (bench/startup.js gives the whole figure; this one says which part moved):
+//
+//   primary: from its own first line of code (after Node's bootstrap) to its
+//            first and second cluster.fork(): graceful-cluster -w 2 against a
+//            hand-written node:cluster primary running the same app
+//   worker:  importing the worker bootstrap (every worker), then the attach()
+//            helper (an app that calls it), in a real cluster worker, one
+//            worker at a time so that nothing else competes for the cores
+//
+//   node bench/start-phases.js [--rounds 15] [--dist [label=]dir ...]
+//
+// Medians (min-max) over the rounds; each round runs every build in turn. The
+// primary's times are read by a preload (lib/phase-trace.mjs) that the workers
+// do not inherit.
+import {spawn} from 'node:child_process';
+import {existsSync, mkdtempSync, readFileSync, rmSync} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import process from 'node:process';
+import {parseArgs} from 'node:util';
+import {fmt, summary} from './lib/stats.js';
+
+const {values: flags} = parseArgs({options: {
+	rounds: {type: 'string', default: '15'},
+	dist: {type: 'string', multiple: true, default: [new URL('../dist', import.meta.url).pathname]},
+}});
+const ROUNDS = Number(flags.rounds);
+const MS = {decimals: 1, unit: ' ms'};
+const HELLO = new URL('servers/hello.mjs', import.meta.url).pathname;
+const CLUSTER = new URL('servers/cluster.mjs', import.meta.url).pathname;
+const TRACE = new URL('lib/phase-trace.mjs', import.meta.url).href;
+const TIMER = new URL('lib/bootstrap-timer.mjs', import.meta.url).pathname;
+const NOOP = new URL('servers/noop.mjs', import.meta.url).pathname;
+
+const builds = flags.dist.map(spec => {
+	const [label, dir] = spec.includes('=') ? spec.split(/=(.*)/s) : [path.basename(path.resolve(spec, '..')), spec];
+	const bundle = path.join(path.resolve(dir), 'bundle');
+	if (!existsSync(path.join(bundle, 'cli.js'))) {
+		throw new Error(`${bundle}/cli.js is missing: run \`npm run build\` first (or give --dist).`);
+	}
+
+	return {label, cli: path.join(bundle, 'cli.js'), bootstrap: path.join(bundle, 'worker/bootstrap.js'), helper: path.join(bundle, 'worker/index.js')};
+});
+
+const scratch = mkdtempSync(path.join(os.tmpdir(), 'start-phases-'));
+const env = {...process.env, PORT: '0', BENCH_WRAP: 'none', WORKERS: '2'};
+// Every node process reads it at start, the same for all: left out, as startup.js does by default.
+delete env.NODE_EXTRA_CA_CERTS;
+
+/** One start: when its primary forked, ms from its first line of code. */
+async function primaryRun(args) {
+	const log = path.join(scratch, 'primary.log');
+	rmSync(log, {force: true});
+	const child = spawn(process.execPath, ['--import', TRACE, ...args], {env: {...env, PHASE_LOG: log}, stdio: ['ignore', 'pipe', 'ignore'], detached: true});
+	// Both workers listening: the start is over, as startup.js counts it.
+	let seen = 0;
+	await new Promise((resolve, reject) => {
+		const timer = setTimeout(() => reject(new Error(`${args.join(' ')}: no two workers listening in 15 s`)), 15_000);
+		child.stdout.setEncoding('utf8').on('data', chunk => {
+			seen += chunk.split('\n').filter(line => line.includes('worker listening')).length;
+			if (seen >= 2) {
+				clearTimeout(timer);
+				resolve();
+			}
+		});
+	});
+	process.kill(-child.pid, 'SIGKILL');
+	await new Promise(resolve => child.once('close', resolve));
+	const lines = readFileSync(log, 'utf8').trim().split('\n').map(line => line.split(' '));
+	const code = Number(lines.find(([what]) => what === 'code')[1]);
+	const forks = lines.filter(([what]) => what === 'fork').map(([, at]) => Number(at) - code);
+	return {firstFork: forks[0], secondFork: forks[1]};
+}
+
+/** One worker's imports of a build's bootstrap and helper, in ms. */
+async function workerRuns(build, count) {
+	const log = path.join(scratch, 'worker.log');
+	rmSync(log, {force: true});
+	const primary = `import cluster from 'node:cluster';
+cluster.setupPrimary({exec: ${JSON.stringify(NOOP)}, execArgv: ['--import', ${JSON.stringify(TIMER)}]});
+let left = ${count};
+const next = () => { if (left-- > 0) cluster.fork().once('exit', next); };
+next();`;
+	const child = spawn(process.execPath, ['--input-type=module', '-e', primary], {env: {...env, PHASE_LOG: log, PHASE_BOOTSTRAP: build.bootstrap, PHASE_HELPER: build.helper}, stdio: 'ignore'});
+	await new Promise(resolve => child.once('close', resolve));
+	return readFileSync(log, 'utf8').trim().split('\n').map(line => line.split(' ').map(Number));
+}
+
+const primaries = {};
+const record = (name, figures) => {
+	for (const [key, value] of Object.entries(figures)) {
+		((primaries[name] ??= {})[key] ??= []).push(value);
+	}
+};
+
+for (let round = 0; round < ROUNDS + 1; round++) {
+	for (const build of builds) {
+		// eslint-disable-next-line no-await-in-loop
+		const run = await primaryRun([build.cli, '-w', '2', HELLO]);
+		if (round > 0) {
+			record(`graceful-cluster -w 2 [${build.label}]`, run);
+		}
+	}
+
+	// eslint-disable-next-line no-await-in-loop
+	const hand = await primaryRun([CLUSTER]);
+	if (round > 0) {
+		record('hand-written node:cluster primary', hand);
+	}
+}
+
+process.stdout.write(`node ${process.version}, ${ROUNDS} rounds; ms from the primary's first line of code\n\n| primary | to its 1st fork | to its 2nd fork |\n| --- | --- | --- |\n`);
+for (const [name, figures] of Object.entries(primaries)) {
+	process.stdout.write(`| ${name} | ${fmt(summary(figures.firstFork), MS)} | ${fmt(summary(figures.secondFork), MS)} |\n`);
+}
+
+process.stdout.write(`\nin a worker, one at a time (${ROUNDS} workers per build, builds in turn)\n\n| build | import the bootstrap | then import the helper |\n| --- | --- | --- |\n`);
+const workers = Object.fromEntries(builds.map(build => [build.label, []]));
+for (let round = 0; round < ROUNDS; round++) {
+	for (const build of builds) {
+		// eslint-disable-next-line no-await-in-loop
+		workers[build.label].push(...await workerRuns(build, 1));
+	}
+}
+
+for (const [label, runs] of Object.entries(workers)) {
+	process.stdout.write(`| ${label} | ${fmt(summary(runs.map(([boot]) => boot)), MS)} | ${fmt(summary(runs.map(([, helper]) => helper)), MS)} |\n`);
+}
+
+rmSync(scratch, {recursive: true, force: true});
