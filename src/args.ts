@@ -109,15 +109,18 @@ function explainUnknown(error: unknown, argv: readonly string[]): unknown {
 		return error;
 	}
 
-	const names = [...new Set(match[1]!.split(', ').map(name => kebab(name)))];
-	const vars = names.map(name => envName(name));
+	// yargs names a camelCase key and its kebab-case twin both: the twin stands for both.
+	const reported = match[1]!.split(', ');
+	const names = reported.filter(name => kebab(name) === name || !reported.includes(kebab(name)));
+	const vars = names.map(name => envName(kebab(name)));
 	if (vars.every(name => process.env[name] !== undefined) && !names.some(name => argv.some(arg => kebab(arg.replace(/^-+/, '').split('=')[0]!) === name))) {
 		return new UsageError(`Unknown environment variable${vars.length > 1 ? 's' : ''} ${vars.join(', ')}: graceful-cluster reads every GRACEFUL_CLUSTER_* variable as an option. Remove it or fix its name (see --help).`);
 	}
 
 	const flags = names.map(name => {
-		const nearest = nearestOption(name);
-		return `${name.length === 1 ? '-' : '--'}${name}${nearest === undefined ? '' : ` (did you mean --${nearest}?)`}`;
+		const written = argv.some(arg => arg === `--${name}` || arg.startsWith(`--${name}=`)) || name.length > 1 ? `--${name}` : `-${name}`;
+		const nearest = nearestOption(kebab(name).toLowerCase().replace(/^-/, ''));
+		return `${written}${nearest === undefined ? '' : ` (did you mean --${nearest}?)`}`;
 	});
 	return new UsageError(`Unknown option${flags.length > 1 ? 's' : ''} ${flags.join(', ')}. Options go before the script; run graceful-cluster --help to see them.`);
 }

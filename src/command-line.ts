@@ -299,7 +299,16 @@ const LONG_WITH_VALUE = /^--([a-z][a-z-]*)=(.*)$/s;
 function optionsFromEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> | undefined {
 	const options: Record<string, string> = {};
 	for (const [key, value] of Object.entries(env)) {
-		if (!key.startsWith(`${ENV_PREFIX}_`) || value === undefined || isNotAnOption(key) || flagOnlyVariable(key) !== undefined) {
+		if (!key.startsWith(ENV_PREFIX)) {
+			continue;
+		}
+
+		// yargs reads `GRACEFUL_CLUSTERWORKERS`, and complains of `GRACEFUL_CLUSTER`: its own way.
+		if (!key.startsWith(`${ENV_PREFIX}_`)) {
+			return undefined;
+		}
+
+		if (value === undefined || isNotAnOption(key) || flagOnlyVariable(key) !== undefined) {
 			continue;
 		}
 
@@ -322,7 +331,7 @@ function optionsFromEnv(env: Readonly<Record<string, string | undefined>>): Reco
  * winning, before the script (or `--` and the script), and the variables
  * spelled as optionsFromEnv() reads them; flags win over variables, variables
  * over defaults. Anything else (--help, --version, an unknown or negated
- * option, a camelCase form, `-w=2`) returns undefined: args.ts runs yargs,
+ * option, a camelCase form, `-w=2`, a quoted `--name='value'`) returns undefined: args.ts runs yargs,
  * which prints, or reads it, or words the complaint in its own way.
  * test/unit/command-line.test.ts holds the two reads the same, on a corpus and
  * on generated command lines.
@@ -346,6 +355,11 @@ export function quickParseArgs(argv: readonly string[], cwd = logicalCwd()): Par
 			// scanOptions() saw to it that a value follows.
 			values[name] = scan.argv[++i]!;
 		} else if (long !== null && Object.hasOwn(OPTIONS, long[1]!)) {
+			// yargs takes one pair of quotes off a value in this form only (`--readiness-path=''`): its own way.
+			if (/^["']/.test(long[2]!)) {
+				return undefined;
+			}
+
 			values[long[1]!] = long[2]!;
 		} else if (arg === '--') {
 			rest = scan.argv.slice(i + 1);

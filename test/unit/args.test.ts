@@ -71,7 +71,10 @@ test.serial('bad input is a UsageError that names the flag and says what to do',
 	usageError(t, ['-x', script], /Unknown option -x\. Options go before the script/);
 	// Named once, as written (yargs adds the camelCase form), with the option it likely meant.
 	usageError(t, ['--reject-perod', '3s', script], /^Unknown option --reject-perod \(did you mean --reject-period\?\)\. Options go/);
-	usageError(t, ['--rejectPerod', '3s', '--bogus', '1', script], /^Unknown options --reject-perod \(did you mean --reject-period\?\), --bogus\. Options go/);
+	usageError(t, ['--rejectPerod', '3s', '--bogus', '1', script], /^Unknown options --rejectPerod \(did you mean --reject-period\?\), --bogus\. Options go/);
+	usageError(t, ['--Workers', '2', script], /^Unknown option --Workers \(did you mean --workers\?\)\. Options go/);
+	usageError(t, ['--FOO', '2', script], /^Unknown option --FOO\. Options go/);
+	usageError(t, ['--x', '2', script], /^Unknown option --x\. Options go/);
 });
 
 test.serial('an option in the wrong case is refused, not read as its default', t => {

@@ -10,7 +10,7 @@ const script = 'examples/hello/server.js';
 
 /** Runs `fn` with exactly these GRACEFUL_CLUSTER_* variables (and PORT), then puts the environment back in place. */
 function withEnv<T>(env: Record<string, string>, fn: () => T): T {
-	const ours = (key: string): boolean => key.startsWith('GRACEFUL_CLUSTER_') || key === 'PORT';
+	const ours = (key: string): boolean => key.startsWith('GRACEFUL_CLUSTER') || key === 'PORT';
 	const saved = Object.entries(process.env).filter(([key]) => ours(key));
 	for (const [key] of saved) {
 		delete process.env[key];
@@ -96,6 +96,13 @@ const cases: Array<[argv: string[], env?: Record<string, string>]> = [
 	[['--', '--weird.js']],
 	[['-w', '2', '']],
 	[[script], {GRACEFUL_CLUSTER_REPLACEMENT: 'on', GRACEFUL_CLUSTER_PEER_RATES: 'off'}],
+	[['--readiness-path=\'\'', script]],
+	[['--readiness-path=\'/ready\'', '--serve-period="5s"', script]],
+	[['--readiness-path', '\'/ready\'', script]],
+	[['--metrics="9464', script]],
+	[[script], {GRACEFUL_CLUSTERWORKERS: '3'}],
+	[[script], {GRACEFUL_CLUSTER: 'x'}],
+	[[script], {GRACEFUL_CLUSTERING: 'x'}],
 ];
 
 test.serial('the quick read gives what yargs gives, or leaves the command line to yargs', t => {
@@ -133,13 +140,14 @@ test.serial('a plain command line, its errors in its values included, never need
 function generated(count: number): Array<[argv: string[], env: Record<string, string>]> {
 	const random = seededRandom(21);
 	const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
-	const options = ['-w', '--workers', '--reject-period', '--grace-period', '--log-level', '--log-format', '--metrics', '--readiness-path', '--hung-stack', '--max-requests', '--rejectPeriod', '--no-workers', '-x', '--bogus', '--help', '-v', '-w=2', '--workers=', '--workers=2', '--reject-period=3s', '--metrics=127.0.0.1:9464', '--log-level=warn', '--readiness-path=/a=b', '--Workers'];
+	const options = ['-w', '--workers', '--reject-period', '--grace-period', '--log-level', '--log-format', '--metrics', '--readiness-path', '--hung-stack', '--max-requests', '--rejectPeriod', '--no-workers', '-x', '--bogus', '--help', '-v', '-w=2', '--workers=', '--workers=2', '--reject-period=3s', '--metrics=127.0.0.1:9464', '--log-level=warn', '--readiness-path=/a=b', '--Workers', '--readiness-path=\'\'', '--serve-period="5s"'];
 	const values = ['2', '3s', '-5s', '', 'debug', 'pretty', 'on', '9464', 'abc', '0', script];
 	const scripts = [script, script, 'nope.js', '-', '--', 'examples/hello'];
 	const appArgs = ['--port', '3000', '-w', '1', '--help', 'help'];
 	const variables: Record<string, string> = {
 		GRACEFUL_CLUSTER_WORKERS: '2', GRACEFUL_CLUSTER_W: '3', GRACEFUL_CLUSTER_REJECT_PERIOD: '4s', GRACEFUL_CLUSTER_Reject_Period: '1s',
 		GRACEFUL_CLUSTER_LOG__LEVEL: 'x', GRACEFUL_CLUSTER_LOG_LEVEL: 'warn', GRACEFUL_CLUSTER_SERVICE_HOST: '10.0.0.1', GRACEFUL_CLUSTER_LOG_FORMAT: 'loud',
+		GRACEFUL_CLUSTER_READINESS_PATH: '\'/r\'',
 	};
 	return Array.from({length: count}, () => {
 		const argv: string[] = [];
