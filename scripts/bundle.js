@@ -96,14 +96,17 @@ const builds = {
 // Wholly generated: a chunk of an earlier build must not linger.
 rmSync(OUT, {recursive: true, force: true});
 const read = new Set(ALSO_READ);
-const metafiles = {};
-for (const [name, {entryPoints, outdir, base}] of Object.entries(builds)) {
-	// eslint-disable-next-line no-await-in-loop
-	const {metafile} = await build({...common, entryPoints, outdir});
-	metafiles[name] = metafile;
+/** Adds what a build read to the inputs a later run checks. */
+const noteInputs = metafile => {
 	for (const input of Object.keys(metafile.inputs)) {
 		read.add(path.relative(ROOT, path.resolve(ROOT, input)));
 	}
+};
+
+for (const [name, {entryPoints, outdir, base}] of Object.entries(builds)) {
+	// eslint-disable-next-line no-await-in-loop
+	const {metafile} = await build({...common, entryPoints, outdir});
+	noteInputs(metafile);
 
 	for (const module of FINDS_FILES[name]) {
 		const want = path.relative(base, path.dirname(module));
@@ -113,17 +116,17 @@ for (const [name, {entryPoints, outdir, base}] of Object.entries(builds)) {
 			process.exit(1);
 		}
 	}
-}
 
-// No CommonJS code is bundled into the chunks (pino, the one there was, is a
-// file of its own): esbuild would turn its require() of Node's modules into a
-// stub that throws at run time. A banner making a real require() for every
-// chunk cost each process about half a millisecond per chunk, so the build
-// refuses such code instead.
-for (const file of Object.keys(metafiles).flatMap(name => Object.keys(metafiles[name].outputs))) {
-	if (file.endsWith('.js') && readFileSync(path.join(ROOT, file), 'utf8').includes('__require')) {
-		process.stderr.write(`bundle: ${file} holds CommonJS code that calls require(); bundle it as a file of its own, as pino is, or keep the package external\n`);
-		process.exit(1);
+	// No CommonJS code is bundled into the chunks (pino, the one there was, is a
+	// file of its own): esbuild would turn its require() of Node's modules into a
+	// stub that throws at run time. A banner making a real require() for every
+	// chunk cost each process about half a millisecond per chunk, so the build
+	// refuses such code instead.
+	for (const file of Object.keys(metafile.outputs)) {
+		if (file.endsWith('.js') && readFileSync(path.join(ROOT, file), 'utf8').includes('__require')) {
+			process.stderr.write(`bundle: ${file} holds CommonJS code that calls require(); bundle it as a file of its own, as pino is, or keep the package external\n`);
+			process.exit(1);
+		}
 	}
 }
 
@@ -143,9 +146,7 @@ const pinoBundle = await build({
 	absWorkingDir: ROOT,
 	outfile: PINO_BUNDLE,
 });
-for (const input of Object.keys(pinoBundle.metafile.inputs)) {
-	read.add(path.relative(ROOT, path.resolve(ROOT, input)));
-}
+noteInputs(pinoBundle.metafile);
 
 for (const {outdir} of Object.values(builds)) {
 	writeFileSync(path.join(outdir, PINO_BUNDLE), pinoBundle.outputFiles[0].contents);

@@ -87,7 +87,6 @@ const FLAG_ONLY: Readonly<Record<string, {readonly flag: string; readonly prints
 	v: {flag: '-v', prints: 'version'},
 };
 
-
 /** yargs-parser's settings, as yargs (args.ts) is given them. */
 export const PARSER_CONFIGURATION = {'halt-at-non-option': true, 'parse-positional-numbers': false, 'unknown-options-as-args': false, 'duplicate-arguments-array': false} as const;
 
@@ -350,7 +349,7 @@ export function quickParseArgs(argv: readonly string[], cwd = logicalCwd()): Par
 	for (let i = 0; i < scan.argv.length; i++) {
 		const arg = scan.argv[i]!;
 		const name = VALUE_SPELLINGS.get(arg);
-		const long = LONG_WITH_VALUE.exec(arg);
+		const long = name === undefined ? LONG_WITH_VALUE.exec(arg) : null;
 		if (name !== undefined) {
 			// scanOptions() saw to it that a value follows.
 			values[name] = scan.argv[++i]!;

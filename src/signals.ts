@@ -51,7 +51,7 @@ export function isCleanShutdownCode(code: number | null): boolean {
 		return true;
 	}
 
-		// node:os when asked, not at load: this module is in every worker's bootstrap.
+	// node:os when asked, not at load: this module is in every worker's bootstrap.
 	const {signals} = process.getBuiltinModule('node:os').constants;
 	return code !== null && HANDLED_SIGNALS.some(signal => SIGNAL_ACTIONS[signal] !== 'ignore' && code === 128 + signals[signal]);
 }

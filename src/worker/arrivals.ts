@@ -121,7 +121,7 @@ export interface ArrivalsOptions {
 
 export class Arrivals {
 	private readonly counters = new Map<string, PeerCounter>();
-	/** Every connection's requests while serving, when peers are not told apart. */
+	/** Every connection's counter while serving when peers are not told apart; nothing reads its count. */
 	private readonly unattributed: PeerCounter = {n: 0};
 	private readonly perPeer: boolean;
 	/** Connections of health checkers, and peers past MAX_PEERS: not told apart. */
