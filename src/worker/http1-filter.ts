@@ -26,7 +26,7 @@ import {claimLast, closeAfterLast, closeKeepingUnflushed, watchQueued} from './h
 import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
 import {Ledger} from './ledger.js';
-import {eventStreamRetryBody, ignoreError, isEventStreamResponse, RETIRE_RETRY_MS, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
+import {endOwnedStream, eventStreamRetryBody, ignoreError, isEventStreamResponse, RETIRE_RETRY_MS, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
 
 /** socket.io's default path (its `path` option). */
@@ -510,6 +510,6 @@ export class RequestFilter implements ServerFilter {
 
 function endResponse(response: ServerResponse): void {
 	if (!response.writableEnded) {
-		response.end();
+		endOwnedStream(response);
 	}
 }

@@ -31,7 +31,7 @@ import {Sessions} from './http2-sessions.js';
 import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted} from './arrivals.js';
 import {Ledger} from './ledger.js';
-import {eventStreamRetryBody, ignoreError, isEventStreamHeaders, RETIRE_RETRY_MS, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
+import {endOwnedStream, eventStreamRetryBody, ignoreError, isEventStreamHeaders, RETIRE_RETRY_MS, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
 
 export {SHUTDOWN_NOTICE_MS} from './http2-sessions.js';
@@ -53,7 +53,7 @@ const RETIRE_CONNECT_HEADERS: OutgoingHttpHeaders = {...answerHeaders(503, RETIR
 
 function endStream(stream: ServerHttp2Stream): void {
 	if (!stream.writableEnded && !stream.destroyed) {
-		stream.end();
+		endOwnedStream(stream);
 	}
 }
 

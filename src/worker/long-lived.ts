@@ -135,6 +135,24 @@ const CLOSE_FRAMES: Readonly<Record<DrainReason, Buffer>> = {
 
 export function ignoreError(): void {}
 
+/**
+ * An event stream the drain ended while the app still writes to it: the usual
+ * handler writes on a timer until the response's `'close'`, which a client that
+ * stopped reading delays past our `end()`. Node reports each such write as an
+ * `ERR_STREAM_WRITE_AFTER_END` error event, which would crash a worker whose
+ * app has no listener for it, in the drain, with its requests in flight. Only
+ * that error is ours to take; any other still reaches the app's listeners, or
+ * is thrown as before when it has none.
+ */
+export function endOwnedStream(stream: NodeJS.EventEmitter & {end(): unknown}): void {
+	stream.on('error', function onError(this: NodeJS.EventEmitter, error: Error & {code?: string}) {
+		if (error.code !== 'ERR_STREAM_WRITE_AFTER_END' && this.listenerCount('error') === 1) {
+			throw error;
+		}
+	});
+	stream.end();
+}
+
 /** The upgraded connections of one server, each with whether it is a WebSocket. */
 export class Upgrades {
 	private readonly open = new Map<Socket, boolean>();

@@ -1,5 +1,7 @@
 // The request filter in-process: a real http.Server on port 0, real sockets.
 import test from 'ava';
+import {Writable} from 'node:stream';
+import {endOwnedStream} from '../../src/worker/long-lived.js';
 import {EventEmitter, once} from 'node:events';
 import {Readable} from 'node:stream';
 import {pEvent} from 'p-event';
@@ -633,4 +635,23 @@ test('a server the app closed before the drain is left to Node\'s own close', as
 		r.server.close(resolve);
 	});
 	t.is((error as NodeJS.ErrnoException | undefined)?.code, 'ERR_SERVER_NOT_RUNNING', 'the app closed it twice itself');
+});
+
+test('an event stream the drain ends while the app still writes to it: the late write is not an uncaught error; any other error still is', async t => {
+	// What a timer-driven SSE handler does until 'close', which a client that stopped reading delays past our end().
+	const stream = new Writable({
+		write(_chunk, _encoding, done) {
+			done();
+		},
+	});
+	endOwnedStream(stream);
+	stream.write('data: late\n\n');
+	// No listener of the test's own: without the guard, the write-after-end error fails this test as uncaught.
+	await pEvent(stream, 'close', {rejectionEvents: []});
+	t.is((stream.errored as (Error & {code?: string}) | null)?.code, 'ERR_STREAM_WRITE_AFTER_END');
+	const other = new Writable({write(_chunk, _encoding, done) {
+		done();
+	}});
+	endOwnedStream(other);
+	t.throws(() => other.emit('error', new Error('the socket broke')), {message: 'the socket broke'});
 });
