@@ -2,10 +2,14 @@
  * The command after its signals are held (cli.ts): parse, start the primary,
  * exit with the code it settles on (exit-codes.ts). No logic of its own.
  */
+import {existsSync} from 'node:fs';
+import {fileURLToPath} from 'node:url';
 import {quickParseArgs, type ParseResult} from './command-line.js';
 import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
 import {createHeldLogger, syncWriter} from './logger.js';
+import {BOOTSTRAP_URL} from './package-files.js';
+import {pinoMissing} from './pino.js';
 import {Primary} from './primary/index.js';
 import {chooseLogFormat, prettySink} from './primary/log-format.js';
 
@@ -36,6 +40,18 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		process.exit(ExitCode.OK);
 	}
 
+	// A partial copy of the package (part of dist/ copied into an image) is said
+	// here, before the app runs: found later, a worker without its logger would
+	// throw at its first line, the drain's, and cut its requests.
+	const missing = [
+		...(existsSync(new URL(BOOTSTRAP_URL)) ? [] : [`${fileURLToPath(BOOTSTRAP_URL)} (the worker bootstrap)`]),
+		...pinoMissing([BOOTSTRAP_URL]).map(file => `${file} (pino, its logger; no pino package resolves from there either)`),
+	];
+	if (missing.length > 0) {
+		process.stderr.write(`graceful-cluster: its installation is incomplete, so nothing was started: missing ${missing.join('; ')}. Reinstall graceful-cluster (npm ci), or copy its dist/ whole.\n`);
+		process.exit(ExitCode.INCOMPLETE_INSTALL);
+	}
+
 	const {options, workerCount} = result;
 	const logFormat = chooseLogFormat(result.logFormat, process.stdout.isTTY === true, process.env);
 	const stdout = logFormat.format === 'pretty' ? await prettySink(syncWriter(1), logFormat.colorize) : syncWriter(1);
@@ -51,7 +67,10 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		process.emit(signal, signal);
 	}
 
-	if (options.metrics) {
+	// A signal that came while loading has ended the cluster already (Primary's
+	// onStop), or while the metrics server starts: nothing to serve metrics for,
+	// no worker to start.
+	if (primary.startsWorkers && options.metrics) {
 		try {
 			await primary.serveMetrics(options.metrics);
 		} catch (error) {
@@ -65,21 +84,30 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		}
 	}
 
-	logger.info({
-		script: options.script,
-		args: options.args,
-		cwd: options.cwd ?? process.cwd(),
-		workers: options.workers,
-		workersFrom: workerCount ? workerCount.source : 'flag',
-		...(workerCount?.cpuLimit === undefined ? {} : {cpuLimit: workerCount.cpuLimit}),
-		availableParallelism: workerCount?.availableParallelism,
-		servePeriodMs: options.settings.servePeriodMs,
-		rejectPeriodMs: options.settings.rejectPeriodMs,
-		gracePeriodMs: options.settings.gracePeriodMs,
-	}, 'starting workers');
+	if (primary.startsWorkers) {
+		logger.info({
+			script: options.script,
+			args: options.args,
+			cwd: options.cwd ?? process.cwd(),
+			workers: options.workers,
+			workersFrom: workerCount ? workerCount.source : 'flag',
+			...(workerCount?.cpuLimit === undefined ? {} : {cpuLimit: workerCount.cpuLimit}),
+			availableParallelism: workerCount?.availableParallelism,
+			servePeriodMs: options.settings.servePeriodMs,
+			rejectPeriodMs: options.settings.rejectPeriodMs,
+			gracePeriodMs: options.settings.gracePeriodMs,
+		}, 'starting workers');
+	}
 
 	process.on('uncaughtException', error => {
-		logger.fatal({err: error}, 'graceful-cluster crashed; please report this');
+		try {
+			logger.fatal({err: error}, 'graceful-cluster crashed; please report this');
+		} catch {
+			// The logger itself failed (it is what crashed, say): a throw from here
+			// would end the process with Node's own code 7, which is HOOK_FAILED's.
+			process.stderr.write(`graceful-cluster crashed; please report this: ${error.stack ?? String(error)}\n`);
+		}
+
 		process.exit(ExitCode.INTERNAL);
 	});
 

@@ -15,7 +15,7 @@
  * Without that file (the compiled tree, dist/src/, which the unit tests
  * import), pino comes from node_modules, as any package's would.
  */
-import {readFile, readFileSync} from 'node:fs';
+import {existsSync, readFile, readFileSync} from 'node:fs';
 import path from 'node:path';
 import {fileURLToPath} from 'node:url';
 import type * as Pino from 'pino';
@@ -47,6 +47,28 @@ export function loadPino(): typeof Pino.pino {
 	}
 
 	return loaded;
+}
+
+/**
+ * Where a logger could not be made: this module's place and `others` (the
+ * worker bootstrap's, given by the primary), as the paths of the bundles that
+ * are missing where no pino package resolves either. Asked once, at the
+ * primary's start (main.ts): a worker without pino would serve normally, then
+ * throw at its first log line, the drain's, and cut its requests in flight.
+ */
+export function pinoMissing(others: readonly string[]): string[] {
+	return [bundled, ...others.map(href => new URL(PINO_BUNDLE, href))]
+		.filter(url => !existsSync(url) && !resolvesPino(url))
+		.map(url => fileURLToPath(url));
+}
+
+function resolvesPino(from: URL): boolean {
+	try {
+		process.getBuiltinModule('node:module').createRequire(from).resolve('pino');
+		return true;
+	} catch {
+		return false;
+	}
 }
 
 function readIfThere(url: URL): Buffer | null {

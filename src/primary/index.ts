@@ -51,6 +51,8 @@ export interface PrimaryOutput {
 }
 
 type PrimaryState =
+	/** Made, `run()` not called yet: no worker has started. */
+	| {readonly name: 'created'}
 	| {readonly name: 'running'}
 	| {readonly name: 'reloading'; readonly abort: AbortController}
 	| {readonly name: 'draining'; readonly drain: ClusterDrain}
@@ -59,7 +61,7 @@ type PrimaryState =
 	| {readonly name: 'stopped'; readonly drain: ClusterDrain | undefined};
 
 /** The state as /status and the logs name it (see the header). */
-const shownName = (state: PrimaryState): ClusterState => state.name === 'stopped' ? 'stopping' : state.name;
+const shownName = (state: PrimaryState): ClusterState => state.name === 'stopped' ? 'stopping' : state.name === 'created' ? 'running' : state.name;
 
 /**
  * How long a worker retired by a reload keeps its idle keep-alive connections
@@ -70,7 +72,7 @@ export const RETIRE_LINGER_MS = 1000;
 const OUTPUT_FLUSH_MS = 1000;
 
 export class Primary {
-	private state: PrimaryState = {name: 'running'};
+	private state: PrimaryState = {name: 'created'};
 	private readonly fleet: Fleet;
 	private readonly supervisor: Supervisor;
 	private readonly replacer: Replacer;
@@ -155,12 +157,18 @@ export class Primary {
 	run(): Promise<ExitCode> {
 		// A signal that came before this (the handlers are installed by the
 		// constructor) already ended the cluster: nothing to start.
-		if (this.state.name === 'running') {
+		if (this.state.name === 'created') {
+			this.state = {name: 'running'};
 			this.supervisor.start();
 			this.watchdog.start();
 		}
 
 		return this.done;
+	}
+
+	/** False once a signal that came before `run()` has ended the cluster: it will start no worker. */
+	get startsWorkers(): boolean {
+		return this.state.name === 'created';
 	}
 
 	/** The cluster as the metrics and status room reads it. */
@@ -215,6 +223,14 @@ export class Primary {
 
 	private onStop(signal: NodeJS.Signals): void {
 		switch (this.state.name) {
+			// While the CLI was loading, say (main.ts hands such signals over): a
+			// drain of no worker would report a reject phase that never ran.
+			case 'created': {
+				this.logger.info({signal}, 'signal received before any worker started: nothing to drain; exiting');
+				this.end(ExitCode.OK);
+				break;
+			}
+
 			case 'reloading': {
 				this.state.abort.abort();
 				this.beginDrain(signal);
@@ -245,7 +261,8 @@ export class Primary {
 
 	private onReload(signal: NodeJS.Signals): void {
 		if (this.state.name !== 'running') {
-			this.logger.warn({state: shownName(this.state)}, `${signal} ignored: ${this.state.name === 'reloading' ? 'a reload is already running' : 'the cluster is shutting down'}`);
+			const why = this.state.name === 'reloading' ? 'a reload is already running' : this.state.name === 'created' ? 'no worker has started yet (the ones about to start load the app as it is now)' : 'the cluster is shutting down';
+			this.logger.warn({state: shownName(this.state)}, `${signal} ignored: ${why}`);
 			return;
 		}
 
@@ -339,6 +356,7 @@ export class Primary {
 				break;
 			}
 
+			case 'created':
 			case 'running': {
 				break;
 			}

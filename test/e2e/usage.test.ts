@@ -1,7 +1,10 @@
 // Bad input through the real CLI: exit 2 at once, a message naming the problem, nothing started.
-import test from 'ava';
+import {cpSync, mkdtempSync, rmSync} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import test, {type ExecutionContext} from 'ava';
 import {ExitCode} from '../../src/exit-codes.js';
-import {fixture, start} from '../helpers/cluster.js';
+import {fixture, ROOT, start} from '../helpers/cluster.js';
 
 const cases: Array<[string, string[], Record<string, string>, RegExp]> = [
 	['unknown flag', ['--wrokers', '2', fixture('app.mjs')], {}, /Unknown option --wrokers \(did you mean --workers\?\)/],
@@ -52,4 +55,37 @@ test('a plain --help or --version prints what yargs prints (they are answered wi
 		t.is(yargsExit.code, 0, flag);
 		t.is(quick.text(), viaYargs.text(), flag);
 	}
+});
+
+/** What the package runs, copied where no node_modules is above it; removed in teardown. Returns its CLI. */
+function copyOfPackage(t: ExecutionContext, without: readonly string[]): string {
+	const root = mkdtempSync(path.join(os.tmpdir(), 'gc-partial-'));
+	t.teardown(() => {
+		rmSync(root, {recursive: true, force: true});
+	});
+	for (const part of ['package.json', 'dist/bundle']) {
+		cpSync(path.join(ROOT, part), path.join(root, part), {recursive: true});
+	}
+
+	for (const file of without) {
+		rmSync(path.join(root, file));
+	}
+
+	return path.join(root, 'dist/bundle/cli.js');
+}
+
+test('a copy of the package without its workers\' logger exits 8 at once, naming the file; nothing is started', async t => {
+	// Found at the drain instead, every worker threw at its first log line and cut its requests.
+	const cli = start(t, [copyOfPackage(t, ['dist/bundle/worker/pino-bundle.cjs']), '-w', '1', fixture('app.mjs')], {plainNode: true});
+	const exit = await cli.exited;
+	t.is(exit.code, ExitCode.INCOMPLETE_INSTALL, cli.text());
+	t.regex(cli.text(), /^graceful-cluster: its installation is incomplete, so nothing was started: missing \S+\/dist\/bundle\/worker\/pino-bundle\.cjs \(pino, its logger/m);
+	t.false(cli.text().includes('starting workers'));
+});
+
+test('a whole copy of the package starts (the check above looks where the files are)', async t => {
+	const cli = start(t, [copyOfPackage(t, []), '-w', '1', '--reject-period', '100ms', fixture('app.mjs')], {plainNode: true});
+	await cli.waitForLog('worker listening');
+	cli.kill('SIGTERM');
+	t.is((await cli.exited).code, ExitCode.OK, cli.text());
 });

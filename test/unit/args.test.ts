@@ -199,7 +199,7 @@ test.serial('--help: a type and a default per option, and the exit codes', t => 
 	t.regex(text, /\[level\]\u00A0\[default: info\]/);
 	t.regex(text, /\[seconds\]\u00A0\[default: 1\]/);
 	t.false(text.includes('[string]'));
-	t.regex(text, /\nExit codes:\n0 {2}OK {13}every worker drained/);
+	t.regex(text, /\nExit codes:\n0 {2}OK {18}every worker drained/);
 	for (const [name, code] of Object.entries(ExitCode)) {
 		t.regex(text, new RegExp(`^${code} {2}${name} +\\S`, 'm'), name);
 	}

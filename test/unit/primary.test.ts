@@ -220,17 +220,37 @@ test('drain: no restarts; a crash mid-drain is logged with its last in-flight co
 	t.is(await p.done, ExitCode.WORKER_LOST);
 });
 
-test('a signal before run() ends an empty cluster with 0; nothing is forked', async t => {
+/** A primary made with fake edges, `run()` not called yet: the CLI's loading window (main.ts). */
+function unstartedPrimary() {
 	const edges = fakeEdges();
-	const {logger} = captureLogger();
+	const {logger, lines} = captureLogger();
 	const sink = {write() {}};
 	const p = new Primary({
 		...DEFAULT_PRIMARY_OPTIONS,
 		script: '/app/server.js', args: [], workers: 2, listenTimeoutMs: 0, maxStartFailures: 1, restartDelayMs: 1, maxRestartDelayMs: 1, backoffResetMs: 1, workerTimeoutMs: 0,
 	}, {logger, stdout: sink, stderr: sink}, edges);
+	return {p, edges, lines};
+}
+
+test('a signal before run() ends an empty cluster with 0 and says so; no drain is reported, nothing is forked', async t => {
+	const {p, edges, lines} = unstartedPrimary();
+	t.true(p.startsWorkers);
 	edges.signal('SIGTERM');
+	t.false(p.startsWorkers, 'main.ts then logs no "starting workers"');
 	t.is(await p.run(), ExitCode.OK);
 	t.is(edges.cluster.workers.length, 0);
+	t.like(lines.find(line => line.msg === 'signal received before any worker started: nothing to drain; exiting'), {signal: 'SIGTERM'});
+	// A drain of no worker reported a reject phase that never ran.
+	t.deepEqual(lines.filter(line => String(line.msg).startsWith('drain')), []);
+});
+
+test('SIGHUP before run() is ignored with a reason; the workers then start', t => {
+	const {p, edges, lines} = unstartedPrimary();
+	edges.signal('SIGHUP');
+	t.like(lines.at(-1), {level: 'warn', msg: 'SIGHUP ignored: no worker has started yet (the ones about to start load the app as it is now)'});
+	t.true(p.startsWorkers);
+	void p.run();
+	t.is(edges.cluster.workers.length, 2);
 });
 
 test('every signal that would kill the primary has a meaning: SIGQUIT drains, SIGUSR2 reloads, the rest are logged', async t => {
