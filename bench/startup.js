@@ -7,6 +7,8 @@
 //           running the same app (servers/cluster.mjs) until both listen, vs
 //           plain `node app` until it listens; the app is servers/hello.mjs,
 //           without attach() unless said
+//           and the CPU the process group had used by then (every process and
+//           thread): on 2 cores the start follows that sum
 //   flags:  `graceful-cluster --version` and `--help` until exit, vs `node -e 0`
 //
 //   node bench/startup.js [--rounds 15] [--warmup 2] [--dist [label=]dir ...] [--only start|flags]
@@ -57,7 +59,11 @@ const WARMUP = Number(flags.warmup);
 
 process.stdout.write(`node ${process.version}, ${ROUNDS} rounds (+${WARMUP} warm-up); ${BUILDS.map(({label, cli}) => (label ? `${label}: ${cli}` : cli)).join(', ')}${process.env.NODE_EXTRA_CA_CERTS ? '; NODE_EXTRA_CA_CERTS is set (every node process reads it at start)' : ''}\n\n`);
 if (flags.only !== 'flags') {
-	process.stdout.write(`start: spawn -> all workers listening\n${table(await measure(startCases(BUILDS), {rounds: ROUNDS, warmup: WARMUP}), ['node:cluster primary, 2 workers', 'node app'])}\n\n`);
+	const cpu = {};
+	const times = await measure(startCases(BUILDS), {rounds: ROUNDS, warmup: WARMUP, cpu});
+	process.stdout.write(`start: spawn -> all workers listening\n${table(times, ['node:cluster primary, 2 workers', 'node app'])}\n\n`);
+	// On 2 cores three processes share them: the start follows the CPU they use in all.
+	process.stdout.write(`CPU used by then, all processes and threads of the group\n${table(cpu, ['node:cluster primary, 2 workers', 'node app'])}\n\n`);
 }
 
 if (flags.only !== 'start') {

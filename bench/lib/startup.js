@@ -6,6 +6,7 @@ import {spawn} from 'node:child_process';
 import {performance} from 'node:perf_hooks';
 import process from 'node:process';
 import {setTimeout as sleep} from 'node:timers/promises';
+import {cpuNs, groupPids} from './proc.js';
 import {fmt, summary} from './stats.js';
 
 const HELLO = new URL('../servers/hello.mjs', import.meta.url).pathname;
@@ -35,8 +36,13 @@ export const flagCases = builds => ({
 	'node -e 0': {args: ['-e', '0'], until: 'exit'},
 });
 
-/** One timed run: ms from just before the spawn to the `until`-th matching line, or to the exit. */
-async function once({args, env = {}, msg, until}, baseEnv) {
+/**
+ * One timed run: ms from just before the spawn to the `until`-th matching line,
+ * or to the exit; with `onCpu`, for a line, the CPU time its process group had
+ * used by then (every process and thread, ms): a start on 2 cores is bound by
+ * the sum of what its processes run, more than by any one of them.
+ */
+async function once({args, env = {}, msg, until}, baseEnv, onCpu) {
 	const startedAt = performance.now();
 	const child = spawn(process.execPath, args, {
 		env: {...baseEnv, ...APP_ENV, ...env},
@@ -86,6 +92,7 @@ async function once({args, env = {}, msg, until}, baseEnv) {
 					}
 
 					if (record?.msg === msg && ++seen === until) {
+						onCpu?.(cpuNs(groupPids(child)) / 1e6);
 						resolve(now);
 					}
 				}
@@ -104,8 +111,9 @@ async function once({args, env = {}, msg, until}, baseEnv) {
  * Runs every case once per round, rotating the order so that a drift of the
  * machine's speed moves them all alike; returns the samples per case, one per
  * round (a ratio is taken round by round). `env`: the children's environment.
+ * `cpu`, if given, gets each case's CPU samples (ms; cases that wait for a line).
  */
-export async function measure(cases, {rounds = 15, warmup = 2, env = process.env} = {}) {
+export async function measure(cases, {rounds = 15, warmup = 2, env = process.env, cpu} = {}) {
 	const names = Object.keys(cases);
 	const samples = Object.fromEntries(names.map(name => [name, []]));
 	for (let round = -warmup; round < rounds; round++) {
@@ -114,7 +122,7 @@ export async function measure(cases, {rounds = 15, warmup = 2, env = process.env
 		for (const name of order) {
 			// One after the other by design: two at once would share the 2 cores.
 			// eslint-disable-next-line no-await-in-loop
-			const ms = await once(cases[name], env);
+			const ms = await once(cases[name], env, cpu && round >= 0 ? value => (cpu[name] ??= []).push(value) : undefined);
 			if (round >= 0) {
 				samples[name].push(ms);
 			}

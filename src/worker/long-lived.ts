@@ -248,6 +248,14 @@ export interface DrainNotice {
 export type DrainListener = (notice: DrainNotice) => unknown;
 
 /**
+ * An `onDrain` listener that runs this long before it returns has held the
+ * event loop: requests queued meanwhile, the drain's own timers (the reject
+ * phase's end) fired late, and arrivals read after it are timed when they were
+ * read. Said once per listener, as the likely cause of what follows.
+ */
+export const BLOCKING_LISTENER_MS = 500;
+
+/**
  * The app's `onDrain` listeners. Each is told once: when the drain starts (or
  * a reload retires the worker), or at once (on the next tick) if it is added
  * after that. One that throws or rejects is logged, never fatal.
@@ -292,6 +300,7 @@ export class DrainNotices {
 			this.logger.error({err: error, listener: listener.name || 'anonymous'}, 'an onDrain listener failed');
 		};
 
+		const calledAt = this.clock.now();
 		try {
 			const result = listener(notice);
 			if (result instanceof Promise) {
@@ -299,6 +308,11 @@ export class DrainNotices {
 			}
 		} catch (error) {
 			failed(error);
+		}
+
+		const blockedMs = this.clock.now() - calledAt;
+		if (blockedMs >= BLOCKING_LISTENER_MS) {
+			this.logger.warn({listener: listener.name || 'anonymous', blockedMs: Math.round(blockedMs), closeInMs: notice.closeInMs}, 'an onDrain listener held the event loop: requests and the drain\'s timers waited for it; do slow work asynchronously');
 		}
 	}
 }

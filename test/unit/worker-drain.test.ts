@@ -9,6 +9,7 @@ import {DEFAULT_WORKER_SETTINGS} from '../../src/settings.js';
 import {ProcessDrain, type DrainSummary} from '../../src/worker/drain.js';
 import {modeFor} from '../../src/worker/phase.js';
 import {Mode} from '../../src/worker/filter.js';
+import {BLOCKING_LISTENER_MS} from '../../src/worker/long-lived.js';
 import {captureLogger, FakeClock} from '../helpers/fakes.js';
 import {client} from '../helpers/http.js';
 
@@ -337,6 +338,21 @@ test('onDrain: each listener is told once when the drain starts, with the reason
 	});
 	t.deepEqual(await late, {reason: 'shutdown', closeInMs: 3500, closeCode: 1001});
 	t.throws(() => r.drain.addDrainListener('x' as never), {instanceOf: TypeError});
+});
+
+test('onDrain: a listener that holds the event loop is named with how long it held it; a quick one is not', async t => {
+	const r = await rig(t);
+	r.drain.addDrainListener(function quickListener() {
+		r.clock.advance(BLOCKING_LISTENER_MS - 1);
+	});
+	r.drain.addDrainListener(function closeEverythingSynchronously() {
+		// A synchronous loop past the reject phase's end: its timer fires late, after this.
+		r.clock.advance(4000);
+	});
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 3000, gracePeriodMs: 10_000});
+	t.deepEqual(r.lines.filter(line => line.msg === 'an onDrain listener held the event loop: requests and the drain\'s timers waited for it; do slow work asynchronously').map(({listener, blockedMs, closeInMs}) => ({listener, blockedMs, closeInMs})), [
+		{listener: 'closeEverythingSynchronously', blockedMs: 4000, closeInMs: 2501},
+	]);
 });
 
 test('onDrain on a reload: reason reload, the linger, 1012', async t => {
