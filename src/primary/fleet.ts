@@ -307,8 +307,8 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	private forwardOutput(record: WorkerRecord): void {
 		const {stdout, stderr} = record.handle;
 		const output = Promise.all([
-			stdout ? new LineForwarder(this.options.stdout).attach(stdout) : undefined,
-			stderr ? new LineForwarder(this.options.stderr, record.stderr.add).attach(stderr) : undefined,
+			stdout ? new LineForwarder(this.options.stdout, {workerPid: record.handle.pid}).attach(stdout) : undefined,
+			stderr ? new LineForwarder(this.options.stderr, {workerPid: record.handle.pid, onLine: record.stderr.add}).attach(stderr) : undefined,
 		]).then(() => {
 			this.pendingOutput.delete(output);
 		});

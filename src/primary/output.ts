@@ -5,8 +5,15 @@
  * once cannot interleave half-lines in the container's log, and so that the
  * primary keeps the last lines a worker wrote to stderr: when an app crashes
  * before it listens, that is the reason, and we repeat it when we give up.
+ *
+ * A line the app leaves unfinished is held until the app ends it, and our own
+ * log line written meanwhile goes out first, whole (own-lines.ts): the log
+ * reads `{"msg":"drain started"...}` then `progress: 50% done`, each line
+ * parsed, the app's bytes in their order. That is also where a line-based log
+ * puts the app's line: a line is there once it has ended, and ours ended first.
  */
 import type {Readable} from 'node:stream';
+import {OwnLines} from './own-lines.js';
 
 /**
  * Anything with a synchronous `write`: the primary passes pino's sync
@@ -22,10 +29,22 @@ const MAX_LINE = 1024 * 1024;
 const NEWLINE = 0x0A;
 const EMPTY = Buffer.alloc(0);
 
+export interface ForwarderOptions {
+	/** The worker's pid: its own log lines are kept whole (own-lines.ts). */
+	readonly workerPid?: number | undefined;
+	/** Each whole line, decoded, for reading only (the crash report, a hung worker's stack). */
+	readonly onLine?: ((line: string) => void) | undefined;
+}
+
 export class LineForwarder {
 	private pending: Buffer<ArrayBufferLike> = EMPTY;
+	private readonly ownLines: OwnLines | undefined;
+	private readonly onLine: ((line: string) => void) | undefined;
 
-	constructor(private readonly target: LineSink, private readonly onLine?: (line: string) => void) {}
+	constructor(private readonly target: LineSink, {workerPid, onLine}: ForwarderOptions = {}) {
+		this.ownLines = workerPid === undefined ? undefined : new OwnLines(workerPid);
+		this.onLine = onLine;
+	}
 
 	/** Resolves once the source has ended (its last line passed on) or failed. */
 	attach(source: Readable): Promise<void> {
@@ -48,28 +67,43 @@ export class LineForwarder {
 	/** Bytes, as the worker wrote them; a string is taken as UTF-8. */
 	push(chunk: Buffer | string): void {
 		let bytes: Buffer<ArrayBufferLike> = this.pending.length === 0 ? Buffer.from(chunk) : Buffer.concat([this.pending, Buffer.from(chunk)]);
-		const last = bytes.lastIndexOf(NEWLINE);
-		if (last === -1) {
-			this.pending = bytes;
-		} else {
+		for (let last = bytes.lastIndexOf(NEWLINE); last !== -1; last = bytes.lastIndexOf(NEWLINE)) {
 			const complete = bytes.subarray(0, last + 1);
-			this.pending = bytes.subarray(last + 1);
-			this.target.write(complete);
-			if (this.onLine) {
-				// Decoded for reading only (the crash report, a hung worker's stack); what went out is the bytes.
-				for (const line of complete.toString('utf8').split('\n')) {
-					if (line !== '') {
-						this.onLine(line);
-					}
-				}
+			// One search per chunk, not per line, and all the common case pays: about
+			// 0.1 µs a chunk (what the copy above costs a short one), 1 µs for 64 KiB.
+			const glued = this.ownLines?.gluedIn(complete);
+			if (glued === undefined) {
+				this.pass(complete);
+				bytes = bytes.subarray(last + 1);
+				break;
 			}
+
+			// Our line comes out whole; the app's unfinished line stays held, and what
+			// followed ours goes on from its end, as the app wrote it.
+			const appLine = bytes.lastIndexOf(NEWLINE, glued.start - 1) + 1;
+			this.pass(Buffer.concat([bytes.subarray(0, appLine), bytes.subarray(glued.start, glued.end)]));
+			bytes = Buffer.concat([bytes.subarray(appLine, glued.start), bytes.subarray(glued.end)]);
 		}
 
+		this.pending = bytes;
 		if (this.pending.length > MAX_LINE) {
 			bytes = this.pending;
 			this.pending = EMPTY;
 			this.target.write(bytes);
 			this.onLine?.(bytes.toString('utf8'));
+		}
+	}
+
+	/** Whole lines, out as they are. */
+	private pass(complete: Buffer): void {
+		this.target.write(complete);
+		if (this.onLine) {
+			// Decoded for reading only (the crash report, a hung worker's stack); what went out is the bytes.
+			for (const line of complete.toString('utf8').split('\n')) {
+				if (line !== '') {
+					this.onLine(line);
+				}
+			}
 		}
 	}
 

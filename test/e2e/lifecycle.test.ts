@@ -120,6 +120,31 @@ test('workers\' long output lines reach stdout whole, never interleaved', async 
 	t.is((app.text().match(/noisy: a line on stderr/g) ?? []).length, 2);
 });
 
+for (const [how, env, appLine] of [
+	['process.stdout.write, ended by its shutdown hook', {FIXTURE_WRITE: 'stdout'}, 'progress: 50% done'],
+	['fs.writeSync(1), never ended', {FIXTURE_WRITE: 'fd', FIXTURE_END: '0'}, 'progress: 50%'],
+] as const) {
+	test(`a line the app leaves unfinished (${how}) does not swallow the drain's log lines`, async t => {
+		const app = start(t, ['--workers', '1', '--reject-period', '200ms', fixture('partial-line.mjs')], {env});
+		let stdout = '';
+		app.child.stdout!.on('data', (chunk: string) => {
+			stdout += chunk;
+		});
+		await app.waitForLog('worker listening');
+		app.kill('SIGTERM');
+		t.is((await app.exited).code, 0, app.text());
+		const lines = stdout.split('\n');
+		for (const line of lines.filter(line => line.startsWith('{'))) {
+			t.notThrows(() => JSON.parse(line), line);
+		}
+
+		t.true(lines.includes(appLine), `the app's text, a line of its own:\n${stdout}`);
+		for (const msg of ['drain started', 'rejecting new requests', 'worker drained']) {
+			t.truthy(app.lines.find(line => line.role === 'worker' && line.msg === msg), msg);
+		}
+	});
+}
+
 test('a slowloris connection and garbage bytes do not hold the drain past the reject phase', async t => {
 	const rejectMs = 800;
 	const app = await startCluster(t, ['--reject-period', `${rejectMs}ms`, '--grace-period', '20s'], fixture('app.mjs'));

@@ -8,7 +8,6 @@ import {AppMetrics} from '../../src/primary/app-metrics.js';
 import {Primary} from '../../src/primary/index.js';
 import {DEFAULT_PRIMARY_OPTIONS, type PrimaryOptions} from '../../src/primary/options.js';
 import {chooseLogFormat, PrettySink, prettyLine, prettySink} from '../../src/primary/log-format.js';
-import {LineForwarder} from '../../src/primary/output.js';
 import {ClusterMetrics, METRICS_WAIT_MS} from '../../src/primary/metrics.js';
 import {clusterStatus} from '../../src/primary/status.js';
 import {MAX_METRICS, type MetricJson} from '../../src/metrics-json.js';
@@ -123,21 +122,6 @@ test('pretty: JSON lines become one line each; the app\'s other output passes th
 	const raw = new PrettySink({write: (data: string | Buffer) => bytes.push(Buffer.from(data))}, () => 'x\n');
 	raw.write(Buffer.from([0xFF, 0xFE, 0x41, 0x0A]));
 	t.deepEqual([...Buffer.concat(bytes)], [0xFF, 0xFE, 0x41, 0x0A], 'bytes that are not UTF-8 are not turned into U+FFFD');
-});
-
-test('forwarding: a worker\'s bytes go out as they came, a whole line at a time; its lines are read as text', t => {
-	const out: Buffer[] = [];
-	const lines: string[] = [];
-	const forwarder = new LineForwarder({write: (data: string | Buffer) => out.push(Buffer.from(data))}, line => lines.push(line));
-	forwarder.push(Buffer.from([0xFF, 0xFE]));
-	t.deepEqual(out, [], 'half a line is held');
-	forwarder.push(Buffer.from([0x0A, 0xC3]));
-	// A UTF-8 character split across two chunks.
-	forwarder.push(Buffer.from([0xA9, 0x0A]));
-	forwarder.push('tail');
-	forwarder.flush();
-	t.deepEqual([...Buffer.concat(out)], [0xFF, 0xFE, 0x0A, 0xC3, 0xA9, 0x0A, ...Buffer.from('tail\n')]);
-	t.deepEqual(lines, ['\uFFFD\uFFFD', 'é', 'tail']);
 });
 
 test('pretty: JSON that pino-pretty chokes on (a level that is an object) passes through untouched, never crashes the primary', async t => {
