@@ -3,6 +3,9 @@
 // a pipe; each server is then killed with its process group and reaped before
 // the next one starts, one after the other, as two at once would share the cores.
 import {spawn} from 'node:child_process';
+import {existsSync} from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import {performance} from 'node:perf_hooks';
 import process from 'node:process';
 import {setTimeout as sleep} from 'node:timers/promises';
@@ -12,6 +15,8 @@ import {fmt, summary} from './stats.js';
 const HELLO = new URL('../servers/hello.mjs', import.meta.url).pathname;
 const CLUSTER = new URL('../servers/cluster.mjs', import.meta.url).pathname;
 const TIMEOUT_MS = 15_000;
+// pm2 is bench/'s own dependency (`npm --prefix bench install`); the case is left out without it.
+const PM2_RUNTIME = new URL('../node_modules/pm2/bin/pm2-runtime', import.meta.url).pathname;
 
 // The app listens on a port of its own choosing: no port to find first, none to collide.
 const APP_ENV = {PORT: '0'};
@@ -26,6 +31,9 @@ export const startCases = builds => ({
 		'graceful-cluster -w 2 app (attach)': {args: [cli, '-w', '2', HELLO], env: {BENCH_WRAP: 'attach', BENCH_WORKER: worker}, msg: 'worker listening', until: 2},
 	})),
 	'node:cluster primary, 2 workers': {args: [CLUSTER], env: {BENCH_WRAP: 'none', WORKERS: '2'}, msg: 'worker listening', until: 2},
+	// What people compare with first: pm2's container entrypoint, cluster mode, its
+	// state under a home of its own; the app's own 'listening' lines, which it passes on.
+	...(existsSync(PM2_RUNTIME) ? {'pm2-runtime -i 2 app': {args: [PM2_RUNTIME, 'start', HELLO, '-i', '2'], env: {BENCH_WRAP: 'none', PM2_HOME: path.join(os.tmpdir(), 'graceful-cluster-bench-pm2')}, msg: 'listening', until: 2}} : {}),
 	'node app': {args: [HELLO], env: {BENCH_WRAP: 'none'}, msg: 'listening', until: 1},
 });
 export const flagCases = builds => ({
