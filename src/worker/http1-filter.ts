@@ -82,6 +82,10 @@ const RETIRE_STREAM_HEADERS = eventStreamHeaders(RETIRE_STREAM_BODY);
 /** A retiring worker's answer to a WebSocket handshake: `Retry-After: 0`, the other workers are serving (`retireUpgrade`). */
 const RETIRE_UPGRADE_BYTES = rawServiceUnavailable(0, RETIRE_UPGRADE_BODY);
 
+function destroyResponse(response: ServerResponse): void {
+	response.destroy();
+}
+
 /** True when the request carries a body (which may still be arriving). */
 function hasBody(request: IncomingMessage): boolean {
 	const {headers} = request;
@@ -282,6 +286,11 @@ export class RequestFilter implements ServerFilter {
 		this.sortLongLived();
 		const streams = this.ledger.endEventStreams(endResponse);
 		return {upgrades: this.upgraded.close(reason), streams};
+	}
+
+	/** Destroys the upgraded connections and event streams still open (long-lived.ts `cutLongLivedOf`). */
+	cutLongLived(): LongLivedClosed {
+		return {upgrades: this.upgraded.cut(), streams: this.ledger.cutEventStreams(destroyResponse)};
 	}
 
 	/** Restores the server's own `emit` and `close`. */

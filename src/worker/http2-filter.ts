@@ -51,6 +51,20 @@ const RETIRE_STREAM_HEADERS = answerHeaders(200, RETIRE_STREAM_BODY, 'text/event
 /** What a retiring worker answers a new WebSocket (RFC 8441 extended CONNECT) with: the other workers are serving. */
 const RETIRE_CONNECT_HEADERS: OutgoingHttpHeaders = {...answerHeaders(503, RETIRE_UPGRADE_BODY), 'retry-after': '0'};
 
+/** RST_STREAM's CANCEL (RFC 9113 section 7); node:http2's constants are not loaded here (filter.ts `drainableKind`). */
+const CANCEL = 0x8;
+
+/**
+ * An event stream still open after the wait: its end is stuck behind data its
+ * client does not read (flow control). RST_STREAM, a control frame, goes out
+ * at once; CANCEL tells the client it was cut, not ended.
+ */
+function cancelStream(stream: ServerHttp2Stream): void {
+	if (!stream.closed) {
+		stream.close(CANCEL);
+	}
+}
+
 function endStream(stream: ServerHttp2Stream): void {
 	if (!stream.writableEnded && !stream.destroyed) {
 		endOwnedStream(stream);
@@ -187,6 +201,12 @@ export class Http2Filter implements ServerFilter {
 		const h2Streams = this.ledger.endEventStreams(endStream);
 		const http1 = this.http1.closeLongLived(reason);
 		return {upgrades: http1.upgrades, streams: h2Streams + http1.streams};
+	}
+
+	/** Destroys the event streams still open, HTTP/2 and HTTP/1.1, and the HTTP/1.1 upgrades (long-lived.ts `cutLongLivedOf`). */
+	cutLongLived(): LongLivedClosed {
+		const http1 = this.http1.cutLongLived();
+		return {upgrades: http1.upgrades, streams: this.ledger.cutEventStreams(cancelStream) + http1.streams};
 	}
 
 	setMode(mode: Mode): void {

@@ -133,6 +133,22 @@ export class Ledger<T extends Closable> {
 	}
 
 	/**
+	 * Takes the event streams still open off the books, then calls `cut` on
+	 * each (destroys it); returns how many there were. Off the books first:
+	 * their `'close'` comes later, and each must be counted once, as cut, not
+	 * again as still open (drain.ts `longLivedSettled`).
+	 */
+	cutEventStreams(cut: (entry: T) => void): number {
+		const streams = [...this.eventStreams];
+		this.eventStreams.clear();
+		for (const entry of streams) {
+			cut(entry);
+		}
+
+		return streams.length;
+	}
+
+	/**
 	 * Takes `entry` out of `open` (the last one moves into its place). False when
 	 * it was already out: its close was counted once.
 	 */

@@ -353,7 +353,7 @@ async function openEvents(client: H2Client, path = '/events') {
 		await once(events.stream, 'data');
 	}
 
-	return {status, ended: events.ended};
+	return {status, ended: events.ended, stream: events.stream};
 }
 
 for (const api of ['request', 'stream'] as const) {
@@ -375,6 +375,19 @@ for (const api of ['request', 'stream'] as const) {
 		t.is(r.filter.streams, 0);
 		t.is(r.filter.served, 0, 'an event stream is not a served request');
 		t.is(r.idleCalls, 1, 'the drain hears of its close: it waits for the streams it ended to finish');
+	});
+
+	test(`${api} API: an HTTP/2 event stream still open when the wait for its end is over is cut by cutLongLived: off the count at once, once; its client sees it close`, async t => {
+		const r = await rig(t, {api});
+		const events = await openEvents(connect(t, r.port));
+		r.filter.setMode(Mode.REJECT);
+		r.filter.sortLongLived();
+		t.is(r.filter.streams, 1);
+		const closed = once(events.stream, 'close');
+		t.deepEqual(r.filter.cutLongLived(), {upgrades: 0, streams: 1});
+		t.is(r.filter.streams, 0, 'off the count before its close comes');
+		await closed;
+		t.deepEqual(r.filter.cutLongLived(), {upgrades: 0, streams: 0}, 'cut once');
 	});
 }
 
