@@ -126,10 +126,11 @@ export class ProcessDrain {
 
 	/** What the drain did so far: the `drained` message and `drain finished`'s figures. */
 	summary(): DrainSummary {
-		const {served, rejected} = this.counts;
+		const {served, aborted, rejected} = this.counts;
 		return {
 			durationMs: Math.round(this.clock.now() - this.startedAt),
 			served,
+			aborted,
 			rejected,
 			closedLongLived: this.closedLongLived,
 			longLivedCut: this.longLivedCut,

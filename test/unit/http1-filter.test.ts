@@ -104,6 +104,35 @@ test('in-flight counting: up on a request, down on close, also when the client g
 	t.is(r.filter.inflight, 0, 'an aborted response never emits finish, but it does emit close');
 });
 
+test('drain: a response that closes without completing counts as aborted, never as served: the client left, the app destroyed it, the client left before reading a body the app had ended; a whole one is served', async t => {
+	const r = await rig(t);
+	const paths = ['/hold-served', '/hold-left', '/hold-destroyed', '/hold-unread'];
+	const connections = await Promise.all(paths.map(async () => RawConnection.open(r.port)));
+	for (const [index, path] of paths.entries()) {
+		const held = r.held();
+		connections[index]!.socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+		// eslint-disable-next-line no-await-in-loop
+		await held;
+	}
+
+	const [served, left, , unread] = connections;
+
+	r.filter.setMode(Mode.REJECT);
+	const closed = paths.map(async path => once(r.response(path), 'close'));
+	r.release('/hold-served');
+	t.is((await served!.readResponse()).body, 'released');
+	left!.close();
+	r.response('/hold-destroyed').destroy();
+	// More than the socket buffers hold: Node emits 'finish' for it all the same,
+	// though the client, gone, never read most of it.
+	r.response('/hold-unread').end(Buffer.alloc(64 * 1024 * 1024));
+	unread!.close();
+	await Promise.all(closed);
+	t.is(r.filter.served, 1);
+	t.is(r.filter.aborted, 3);
+	t.is(r.filter.inflight, 0);
+});
+
 test('drain: a response in flight gets Connection: close, and the last one to finish calls onIdle', async t => {
 	const r = await rig(t);
 	const connection = await RawConnection.open(r.port);
