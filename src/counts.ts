@@ -7,8 +7,14 @@
 export interface Counts {
 	/** Requests (HTTP/2 streams) handed to the app whose response has not closed yet; long-lived ones apart. */
 	readonly inflight: number;
-	/** Responses to app requests that closed during the drain. */
+	/** Responses to app requests that completed during the drain. */
 	readonly served: number;
+	/**
+	 * Responses to app requests that closed during the drain without
+	 * completing: the client went away, the app destroyed the response, or its
+	 * connection was cut. Never in `served`.
+	 */
+	readonly aborted: number;
 	/** Requests answered with the drain 503 (or, asking for an event stream, a `retry:` and an end). */
 	readonly rejected: number;
 	/** Upgraded connections (WebSockets) still open. Never counted in `inflight`. */
@@ -24,6 +30,7 @@ export interface Counts {
 export function sumCounts(parts: Iterable<Counts | undefined>): Counts {
 	let inflight = 0;
 	let served = 0;
+	let aborted = 0;
 	let rejected = 0;
 	let upgrades = 0;
 	let streams = 0;
@@ -31,13 +38,14 @@ export function sumCounts(parts: Iterable<Counts | undefined>): Counts {
 		if (part !== undefined) {
 			inflight += part.inflight;
 			served += part.served;
+			aborted += part.aborted;
 			rejected += part.rejected;
 			upgrades += part.upgrades;
 			streams += part.streams;
 		}
 	}
 
-	return {inflight, served, rejected, upgrades, streams};
+	return {inflight, served, aborted, rejected, upgrades, streams};
 }
 
 /** A plain copy of `counts` (a filter's getters read once), for a message or a log line. */

@@ -100,8 +100,17 @@ export interface CoversMessage {
 	readonly address: string;
 }
 
+/**
+ * Responses that closed during the drain without completing (counts.ts);
+ * optional in every message: an older helper does not tell them apart and
+ * counts them in `served`.
+ */
+export interface Aborted {
+	readonly aborted?: number;
+}
+
 /** Worker -> primary, during a drain, throttled: requests still running, long-lived connections still open (counts.ts). */
-export interface InflightMessage extends Counts, LongLivedEnds {
+export interface InflightMessage extends Omit<Counts, 'aborted'>, Aborted, LongLivedEnds {
 	readonly type: 'inflight';
 	/** The app requests that arrived since the signal (worker/arrivals.ts). Absent from an older helper. */
 	readonly arrivals?: ArrivalsReport;
@@ -179,7 +188,7 @@ export interface LongLivedEnds {
  * `process.exit()` (close the pool, exit) then leaves a worker the primary
  * knows was done serving, not a lost one.
  */
-export interface HooksMessage extends LongLivedEnds {
+export interface HooksMessage extends Aborted, LongLivedEnds {
 	readonly type: 'hooks';
 	readonly served: number;
 	readonly rejected: number;
@@ -197,7 +206,7 @@ export interface HookFailedMessage {
 }
 
 /** Worker -> primary: nothing in flight, hooks ran, about to exit 0. */
-export interface DrainedMessage extends LongLivedEnds {
+export interface DrainedMessage extends Aborted, LongLivedEnds {
 	readonly type: 'drained';
 	readonly served: number;
 	readonly rejected: number;
@@ -326,10 +335,10 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	ready: {},
 	notice: {code: 'notice'},
 	covers: {address: 'text'},
-	inflight: {inflight: 'count', served: 'count', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown}), FieldKind>,
-	hooks: {served: 'count', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?'},
+	inflight: {inflight: 'count', served: 'count', aborted: 'count?', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown}), FieldKind>,
+	hooks: {served: 'count', aborted: 'count?', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?'},
 	'hook-failed': {hook: 'text'},
-	drained: {served: 'count', rejected: 'count', durationMs: 'count', closedLongLived: 'count', longLivedCut: 'count?', hooksFailed: 'count?', arrivals: 'arrivals?'},
+	drained: {served: 'count', aborted: 'count?', rejected: 'count', durationMs: 'count', closedLongLived: 'count', longLivedCut: 'count?', hooksFailed: 'count?', arrivals: 'arrivals?'},
 	'metrics-request': {id: 'count'},
 	'serve-now': {},
 	'end-reject': {},

@@ -418,11 +418,12 @@ export class ClusterDrain {
 		this.timers.clearAll();
 		this.options.fleet.off('gone', this.check);
 		this.options.fleet.off('message', this.onMessage);
-		const {served, rejected} = sumCounts(this.workers.map(record => record.report));
+		const {served, aborted, rejected} = sumCounts(this.workers.map(record => record.report));
 		const summary = {
 			signal: this.signal,
 			durationMs,
 			served,
+			aborted,
 			rejected,
 			closedLongLived: this.workers.reduce((sum, record) => sum + (record.report?.closedLongLived ?? 0), 0),
 			longLivedCut: this.workers.reduce((sum, record) => sum + (record.report?.longLivedCut ?? 0), 0),

@@ -17,7 +17,7 @@ import type {Address} from 'node:cluster';
 import {pEvent} from 'p-event';
 import {TimerGroup, withTimeout, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
-import {envelope, parseMessage, TO_PRIMARY, type LongLivedEnds, type ToPrimary, type ToWorker} from '../protocol.js';
+import {envelope, parseMessage, TO_PRIMARY, type Aborted, type LongLivedEnds, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
 import {replacementEnv} from '../worker-env.js';
@@ -69,9 +69,13 @@ export function formatAddress(address: Address): string {
 }
 
 /** `metrics` is not the fleet's: the metrics room takes it from the 'message' event (primary/metrics.ts). */
-/** A message's long-lived counts; an older helper sends none: the last known ones stay. */
-function longLivedEnds(message: LongLivedEnds, last: InflightReport | undefined): Pick<InflightReport, 'closedLongLived' | 'longLivedCut'> {
-	return {closedLongLived: message.closedLongLived ?? last?.closedLongLived ?? 0, longLivedCut: message.longLivedCut ?? last?.longLivedCut ?? 0};
+/** A message's counts that came in later versions; an older helper sends none: the last known ones stay. */
+function laterCounts(message: Aborted & LongLivedEnds, last: InflightReport | undefined): Pick<InflightReport, 'aborted' | 'closedLongLived' | 'longLivedCut'> {
+	return {
+		aborted: message.aborted ?? last?.aborted ?? 0,
+		closedLongLived: message.closedLongLived ?? last?.closedLongLived ?? 0,
+		longLivedCut: message.longLivedCut ?? last?.longLivedCut ?? 0,
+	};
 }
 
 type Handlers = {[K in Exclude<ToPrimary['type'], 'metrics'>]: (record: WorkerRecord, message: Extract<ToPrimary, {type: K}>) => void};
@@ -122,13 +126,13 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			// For the operator, once: the primary's (index.ts).
 		},
 		inflight(record, message) {
-			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected, upgrades: message.upgrades, streams: message.streams, ...longLivedEnds(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
+			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected, upgrades: message.upgrades, streams: message.streams, ...laterCounts(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
 		},
 		hooks(record, message) {
 			const {state} = record;
 			const summary = {served: message.served, rejected: message.rejected};
 			// The long-lived connections were closed as the requests' wait began.
-			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, ...longLivedEnds(message, record.report), arrivals: record.report?.arrivals};
+			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, ...laterCounts(message, record.report), arrivals: record.report?.arrivals};
 			if (isPlaced(state)) {
 				record.state = {name: 'hooks', summary, from: state};
 			}
@@ -140,7 +144,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		drained(record, message) {
 			const {state} = record;
 			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs, closedLongLived: message.closedLongLived};
-			record.report = {inflight: 0, served: message.served, rejected: message.rejected, upgrades: 0, streams: 0, ...longLivedEnds(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
+			record.report = {inflight: 0, served: message.served, rejected: message.rejected, upgrades: 0, streams: 0, ...laterCounts(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
 			if (isPlaced(state)) {
 				record.state = {name: 'drained', summary, from: state};
 			} else if (state.name === 'hooks') {

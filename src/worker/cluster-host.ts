@@ -37,12 +37,12 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 			channel.send({type: 'notice', code});
 		},
 		hooksStarting(_counts, proceed) {
-			const {served, rejected, closedLongLived, longLivedCut} = drain.summary();
+			const {served, aborted, rejected, closedLongLived, longLivedCut} = drain.summary();
 			// Acknowledged before the first hook: a hook's process.exit() cannot
 			// overtake it, so the primary knows no request was lost.
 			// The app's metrics go first: a hook's process.exit() must not lose them.
 			void sendFinalMetrics(channel).then(() => {
-				channel.send({type: 'hooks', served, rejected, closedLongLived, longLivedCut}, proceed);
+				channel.send({type: 'hooks', served, aborted, rejected, closedLongLived, longLivedCut}, proceed);
 			});
 		},
 		async hookFailed(hook) {

@@ -92,6 +92,12 @@ export interface ServerFilter extends Counts {
 	 * as the protocol allows (long-lived.ts), and returns how many of each.
 	 */
 	closeLongLived(reason: DrainReason): LongLivedClosed;
+	/**
+	 * Destroys the upgraded connections and event streams still open (their
+	 * close did not finish in time), takes them off `upgrades` and `streams` at
+	 * once, and returns how many of each.
+	 */
+	cutLongLived(): LongLivedClosed;
 	/** Takes the filter off; the server serves as if never attached. */
 	uninstall(): void;
 }

@@ -82,6 +82,23 @@ const RETIRE_STREAM_HEADERS = eventStreamHeaders(RETIRE_STREAM_BODY);
 /** A retiring worker's answer to a WebSocket handshake: `Retry-After: 0`, the other workers are serving (`retireUpgrade`). */
 const RETIRE_UPGRADE_BYTES = rawServiceUnavailable(0, RETIRE_UPGRADE_BODY);
 
+/**
+ * Whether a response that closed had completed; asked during the drain only
+ * (ledger.ts). Node emits `'finish'` once the last write is handed to the
+ * socket; a response closed by its connection first (the client left, the app
+ * destroyed it or its socket) is not `writableFinished`. One ended in a write
+ * larger than what the client read before leaving is: Node still emits its
+ * `'finish'` (measured on Node 20.20: 20 MB ended, the client gone after the
+ * first chunk), so the socket's error (ECONNRESET, EPIPE) is what says it was cut.
+ */
+function responseCompleted(response: ServerResponse): boolean {
+	return response.writableFinished && !response.req.socket?.errored;
+}
+
+function destroyResponse(response: ServerResponse): void {
+	response.destroy();
+}
+
 /** True when the request carries a body (which may still be arriving). */
 function hasBody(request: IncomingMessage): boolean {
 	const {headers} = request;
@@ -119,7 +136,7 @@ export class RequestFilter implements ServerFilter {
 
 	constructor(readonly server: Server, private readonly options: FilterOptions) {
 		claimServer(server);
-		this.ledger = new Ledger(options.onIdle);
+		this.ledger = new Ledger(options.onIdle, responseCompleted);
 		this.upgraded = new Upgrades(options.onIdle);
 		this.probes = new Probes(options);
 		this.arrivals = options.arrivals ?? new Arrivals(inBackground(systemClock));
@@ -176,6 +193,10 @@ export class RequestFilter implements ServerFilter {
 
 	get served(): number {
 		return this.ledger.served;
+	}
+
+	get aborted(): number {
+		return this.ledger.aborted;
 	}
 
 	get rejected(): number {
@@ -282,6 +303,11 @@ export class RequestFilter implements ServerFilter {
 		this.sortLongLived();
 		const streams = this.ledger.endEventStreams(endResponse);
 		return {upgrades: this.upgraded.close(reason), streams};
+	}
+
+	/** Destroys the upgraded connections and event streams still open (long-lived.ts `cutLongLivedOf`). */
+	cutLongLived(): LongLivedClosed {
+		return {upgrades: this.upgraded.cut(), streams: this.ledger.cutEventStreams(destroyResponse)};
 	}
 
 	/** Restores the server's own `emit` and `close`. */

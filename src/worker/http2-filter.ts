@@ -51,6 +51,33 @@ const RETIRE_STREAM_HEADERS = answerHeaders(200, RETIRE_STREAM_BODY, 'text/event
 /** What a retiring worker answers a new WebSocket (RFC 8441 extended CONNECT) with: the other workers are serving. */
 const RETIRE_CONNECT_HEADERS: OutgoingHttpHeaders = {...answerHeaders(503, RETIRE_UPGRADE_BODY), 'retry-after': '0'};
 
+/** HTTP/2 error codes (RFC 9113 section 7); node:http2's constants are not loaded here (filter.ts `drainableKind`). */
+const NO_ERROR = 0x0;
+const CANCEL = 0x8;
+
+/**
+ * Whether a stream that closed had completed; asked during the drain only
+ * (ledger.ts). `aborted`: it closed before the app ended it (the client's
+ * RST_STREAM, its session destroyed, the app's `destroy()`); a stream the app
+ * ended but the client reset before it had all of it closes with the client's
+ * code (CANCEL), not NO_ERROR. `writableFinished` says neither: Node ends an
+ * aborted stream's writable side itself as it closes.
+ */
+function streamCompleted(stream: ServerHttp2Stream): boolean {
+	return !stream.aborted && stream.rstCode === NO_ERROR;
+}
+
+/**
+ * An event stream still open after the wait: its end is stuck behind data its
+ * client does not read (flow control). RST_STREAM, a control frame, goes out
+ * at once; CANCEL tells the client it was cut, not ended.
+ */
+function cancelStream(stream: ServerHttp2Stream): void {
+	if (!stream.closed) {
+		stream.close(CANCEL);
+	}
+}
+
 function endStream(stream: ServerHttp2Stream): void {
 	if (!stream.writableEnded && !stream.destroyed) {
 		endOwnedStream(stream);
@@ -97,7 +124,7 @@ export class Http2Filter implements ServerFilter {
 			if (this.inflight === 0) {
 				options.onIdle();
 			}
-		});
+		}, streamCompleted);
 		this.probes = new Probes(options);
 		const http1Emit = server.emit;
 		const ownEmit = this.ownEmit;
@@ -144,6 +171,10 @@ export class Http2Filter implements ServerFilter {
 		return this.ledger.served + this.http1.served;
 	}
 
+	get aborted(): number {
+		return this.ledger.aborted + this.http1.aborted;
+	}
+
 	get rejected(): number {
 		return this.ledger.rejected + this.http1.rejected;
 	}
@@ -187,6 +218,12 @@ export class Http2Filter implements ServerFilter {
 		const h2Streams = this.ledger.endEventStreams(endStream);
 		const http1 = this.http1.closeLongLived(reason);
 		return {upgrades: http1.upgrades, streams: h2Streams + http1.streams};
+	}
+
+	/** Destroys the event streams still open, HTTP/2 and HTTP/1.1, and the HTTP/1.1 upgrades (long-lived.ts `cutLongLivedOf`). */
+	cutLongLived(): LongLivedClosed {
+		const http1 = this.http1.cutLongLived();
+		return {upgrades: http1.upgrades, streams: this.ledger.cutEventStreams(cancelStream) + http1.streams};
 	}
 
 	setMode(mode: Mode): void {

@@ -10,7 +10,8 @@
  * each holding its index under SLOT; a Set hashed every response (about 75 ns
  * a request, measured in bench/; docs/benchmarks.md). Event streams are found
  * among the open entries at drain time only (`sortEventStreams`), never per
- * request.
+ * request. Whether a closing response completed is asked during the drain
+ * only, of the adapter (`completed`), which knows its protocol's state.
  */
 
 /** Where an open entry sits in its ledger's `open` array. */
@@ -24,8 +25,15 @@ export interface Closable {
 }
 
 export class Ledger<T extends Closable> {
-	/** Responses to app requests that closed during the drain. */
+	/** Responses to app requests that completed during the drain. */
 	served = 0;
+	/**
+	 * Responses to app requests that closed during the drain without
+	 * completing: the client went away, the app destroyed the response, or its
+	 * connection was cut. Apart from `served`, so a drain that cut responses
+	 * does not read clean.
+	 */
+	aborted = 0;
 	/** Requests answered with the drain 503 (or, for an event stream, a `retry:` and an end). */
 	rejected = 0;
 	/**
@@ -42,13 +50,14 @@ export class Ledger<T extends Closable> {
 	 * once a second for `--max-requests`.
 	 */
 	requests = 0;
-	/** Set when the drain starts: from then on a closing entry counts as served, and the last one calls `onIdle`. */
+	/** Set when the drain starts: from then on a closing entry counts as served or aborted, and the last one calls `onIdle`. */
 	draining = false;
 	/**
 	 * The one `'close'` listener for every entry, made once per ledger;
 	 * EventEmitter calls it with the entry as `this`. `'close'`, never
 	 * `'finish'`: a client that went away never finishes its response, and the
-	 * count would never reach zero (stoppable's bug).
+	 * count would never reach zero (stoppable's bug). `'close'` fires for an
+	 * aborted response too, so the drain asks `completed` which one it was.
 	 */
 	readonly onClose: (this: T) => void;
 	private readonly open: T[] = [];
@@ -58,12 +67,19 @@ export class Ledger<T extends Closable> {
 	/**
 	 * `onIdle`: the last entry in flight closed during a drain, or an event
 	 * stream closed then (the drain waits for the ones it ended to finish).
+	 * `completed`: whether an entry that closed had completed (its whole
+	 * response handed on); asked during the drain only, never per request.
 	 */
-	constructor(private readonly onIdle: () => void) {
+	constructor(private readonly onIdle: () => void, completed: (entry: T) => boolean) {
 		const ledger = this;
 		this.onClose = function (this: T) {
 			if (ledger.forget(this) && ledger.draining) {
-				ledger.served++;
+				if (completed(this)) {
+					ledger.served++;
+				} else {
+					ledger.aborted++;
+				}
+
 				if (ledger.open.length === 0) {
 					onIdle();
 				}
@@ -130,6 +146,22 @@ export class Ledger<T extends Closable> {
 		}
 
 		return count;
+	}
+
+	/**
+	 * Takes the event streams still open off the books, then calls `cut` on
+	 * each (destroys it); returns how many there were. Off the books first:
+	 * their `'close'` comes later, and each must be counted once, as cut, not
+	 * again as still open (drain.ts `longLivedSettled`).
+	 */
+	cutEventStreams(cut: (entry: T) => void): number {
+		const streams = [...this.eventStreams];
+		this.eventStreams.clear();
+		for (const entry of streams) {
+			cut(entry);
+		}
+
+		return streams.length;
 	}
 
 	/**

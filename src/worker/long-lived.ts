@@ -25,34 +25,61 @@ import type {Logger} from '../logger.js';
 export type DrainReason = 'shutdown' | 'reload';
 export const CLOSE_CODES: Readonly<Record<DrainReason, 1001 | 1012>> = {shutdown: 1001, reload: 1012};
 
-/** Long-lived connections a filter closed at the end of the reject phase (or of a reload's linger). */
+/** Long-lived connections a filter closed at the end of the reject phase (or of a reload's linger), or cut after `UPGRADE_CLOSE_WAIT_MS`. */
 export interface LongLivedClosed {
 	readonly upgrades: number;
 	readonly streams: number;
 }
 
 /**
- * How long an upgraded connection gets, after its WebSocket close frame, for the
- * app's WebSocket library and the client to finish the closing handshake before
- * it is destroyed. It does not hold the drain (the timer is unref'd).
+ * How long the long-lived connections closed at the end of the reject phase
+ * get to finish closing (a WebSocket: for the app's library and the client to
+ * finish the closing handshake; an event stream: for its end to be written)
+ * before the drain destroys what is left and counts it as cut (drain.ts).
  */
 export const UPGRADE_CLOSE_WAIT_MS = 2000;
+
+/** What closing the long-lived connections asks of each filter (filter.ts `ServerFilter`). */
+interface LongLivedHolder {
+	closeLongLived(reason: DrainReason): LongLivedClosed;
+	cutLongLived(): LongLivedClosed;
+}
+
+/** `each(filter)` summed over `filters`. */
+function sumOver(filters: Iterable<LongLivedHolder>, each: (filter: LongLivedHolder) => LongLivedClosed): LongLivedClosed {
+	let upgrades = 0;
+	let streams = 0;
+	for (const filter of filters) {
+		const counted = each(filter);
+		upgrades += counted.upgrades;
+		streams += counted.streams;
+	}
+
+	return {upgrades, streams};
+}
 
 /**
  * Closes what `filters` still have open (each filter's `closeLongLived`),
  * logs how many with a pointer to `onDrain`, and returns how many.
  */
-export function closeLongLivedOf(filters: Iterable<{closeLongLived(reason: DrainReason): LongLivedClosed}>, reason: DrainReason, logger: Logger): number {
-	let upgrades = 0;
-	let streams = 0;
-	for (const filter of filters) {
-		const closed = filter.closeLongLived(reason);
-		upgrades += closed.upgrades;
-		streams += closed.streams;
-	}
-
+export function closeLongLivedOf(filters: Iterable<LongLivedHolder>, reason: DrainReason, logger: Logger): number {
+	const {upgrades, streams} = sumOver(filters, filter => filter.closeLongLived(reason));
 	if (upgrades + streams > 0) {
 		logger.info({upgrades, streams, reason, closeCode: CLOSE_CODES[reason]}, 'closed the long-lived connections still open; the app can close them itself, earlier, in handle.onDrain()');
+	}
+
+	return upgrades + streams;
+}
+
+/**
+ * Destroys what `filters` still have open `UPGRADE_CLOSE_WAIT_MS` after
+ * `closeLongLivedOf` (each filter's `cutLongLived`, which takes them off its
+ * counts as it destroys them), logs how many, and returns how many.
+ */
+export function cutLongLivedOf(filters: Iterable<LongLivedHolder>, logger: Logger): number {
+	const {upgrades, streams} = sumOver(filters, filter => filter.cutLongLived());
+	if (upgrades + streams > 0) {
+		logger.warn({upgrades, streams, waitedMs: UPGRADE_CLOSE_WAIT_MS}, 'long-lived connections did not finish closing in time; destroying them');
 	}
 
 	return upgrades + streams;
@@ -181,25 +208,32 @@ export class Upgrades {
 	/**
 	 * Closes every upgraded connection: a WebSocket gets a close frame with the
 	 * reason's code where one can be written safely, then its library and the
-	 * client have `UPGRADE_CLOSE_WAIT_MS` to finish the closing handshake.
-	 * Returns how many there were.
+	 * client have until `cut()` (the drain calls it `UPGRADE_CLOSE_WAIT_MS`
+	 * later) to finish the closing handshake. Returns how many there were.
 	 */
 	close(reason: DrainReason): number {
 		this.closing = true;
-		const count = this.open.size;
-		const closing: Socket[] = [];
 		for (const [socket, webSocket] of this.open) {
-			if (sendCloseFrame(socket, webSocket ? CLOSE_FRAMES[reason] : undefined)) {
-				closing.push(socket);
-			}
+			sendCloseFrame(socket, webSocket ? CLOSE_FRAMES[reason] : undefined);
 		}
 
-		// One timer for all of them (10,000 WebSockets are 10,000 sockets, not 10,000 timers).
-		if (closing.length > 0) {
-			setTimeout(destroyAll, UPGRADE_CLOSE_WAIT_MS, closing).unref();
+		return this.open.size;
+	}
+
+	/**
+	 * Destroys the upgraded connections still open and returns how many. They
+	 * leave `size` at once, not at their `'close'`, which comes later: each is
+	 * counted once, as cut here, never again as one still open (drain.ts
+	 * `longLivedSettled`).
+	 */
+	cut(): number {
+		const sockets = [...this.open.keys()];
+		this.open.clear();
+		for (const socket of sockets) {
+			socket.destroy();
 		}
 
-		return count;
+		return sockets.length;
 	}
 }
 
@@ -209,24 +243,16 @@ export class Upgrades {
  * writable: the app's library writes whole frames in one go, and a control
  * frame may come between the fragments of a message (RFC 6455 section 5.4), so
  * the frame lands on a frame boundary. Then the library and the client close
- * it (true: the caller destroys it if they have not after
- * `UPGRADE_CLOSE_WAIT_MS`). Anything else is destroyed now (false).
+ * it (or `Upgrades.cut()` destroys it). Anything else is destroyed now.
  */
-function sendCloseFrame(socket: Socket, frame: Buffer | undefined): boolean {
+function sendCloseFrame(socket: Socket, frame: Buffer | undefined): void {
 	if (frame === undefined || !socket.writable || socket.writableEnded || socket.bytesWritten === 0) {
 		socket.destroy();
-		return false;
+		return;
 	}
 
 	socket.on('error', ignoreError);
 	socket.write(frame);
-	return true;
-}
-
-function destroyAll(sockets: readonly Socket[]): void {
-	for (const socket of sockets) {
-		socket.destroy();
-	}
 }
 
 // --- The onDrain notice ---

@@ -20,10 +20,10 @@ export class DrainProgress {
 	/** Tells `host` the counts, if one changed since it was last told. */
 	report(host: {progress(counts: Counts): void} | undefined): void {
 		const counts = copyCounts(this.counts());
-		// Rejections and responses served too: in an idle reject phase, or a busy
-		// serve phase at a steady count, they are what moves, and a worker killed
-		// later is judged by its last report.
-		const key = `${counts.inflight} ${counts.upgrades} ${counts.streams} ${counts.rejected} ${counts.served} ${this.changes()}`;
+		// Rejections and responses served or aborted too: in an idle reject phase,
+		// or a busy serve phase at a steady count, they are what moves, and a
+		// worker killed later is judged by its last report.
+		const key = `${counts.inflight} ${counts.upgrades} ${counts.streams} ${counts.rejected} ${counts.served} ${counts.aborted} ${this.changes()}`;
 		if (key !== this.last) {
 			this.last = key;
 			host?.progress(counts);

@@ -81,6 +81,31 @@ test('SIGTERM: probes flip, new requests get 503 + Connection: close + Retry-Aft
 	t.is(summaries.reduce((sum, line) => sum + Number(line['rejectedRecently']), 0), 2);
 });
 
+test('a response in flight that closes during the drain without completing counts as aborted, never as served: the client left, the app destroyed it; a whole one is served', async t => {
+	const app = await startCluster(t, ['--reject-period', '1s', '--grace-period', '15s'], fixture('app.mjs'), {workers: 1});
+	// Each ends when the drain starts: the app ends one, destroys one; the test's client leaves the third.
+	const whole = client(url(app.port, '/on-drain?then=end'));
+	const destroyed = client(url(app.port, '/on-drain?then=destroy')).catch((error: unknown) => error);
+	const leaving = await RawConnection.open(app.port);
+	t.teardown(() => {
+		leaving.close();
+	});
+	leaving.socket.write('GET /hang HTTP/1.1\r\nHost: x\r\n\r\n');
+	await app.waitForLog('fixture request started', {count: 3});
+
+	app.kill('SIGTERM');
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests');
+	leaving.close();
+
+	const done = await whole;
+	t.is(done.statusCode, 200);
+	t.is(done.body, 'started\nended on drain\n');
+	t.true(await destroyed instanceof RequestError, 'the destroyed response failed at its client');
+	t.is((await app.exited).code, 0, app.text());
+	t.like(app.lines.find(line => line.msg === 'worker drained'), {served: 1, aborted: 2, rejected: 0});
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {served: 1, aborted: 2, rejected: 0});
+});
+
 test('the deadline: a request that never ends is cut off on time, workers are SIGKILLed, exit 3', async t => {
 	const graceMs = 2500;
 	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', `${graceMs}ms`], fixture('app.mjs'));

@@ -3,6 +3,7 @@
 // notice on every session, the 503 without connection headers, the stream in
 // flight whole, exit 0 in time. SIGHUP: the retiring worker's sessions closed.
 import test, {type ExecutionContext} from 'ava';
+import http2 from 'node:http2';
 import https from 'node:https';
 import got from 'got';
 import {fixture, startCluster} from '../helpers/cluster.js';
@@ -52,7 +53,7 @@ const H2: Array<{kind: Exclude<Kind, 'https'>; api: 'request' | 'stream'}> = [
 ];
 
 for (const {kind, api} of H2) {
-	test.serial(`${kind}, ${api} API: SIGTERM sends the shutdown notice then the final GOAWAY, new streams get a 503 without connection headers, the stream in flight completes, exit 0`, async t => {
+	test.serial(`${kind}, ${api} API: SIGTERM sends the shutdown notice then the final GOAWAY, new streams get a 503 without connection headers, the stream in flight completes (served), one its client cancels counts as aborted, exit 0`, async t => {
 		t.timeout(40_000);
 		const app = await start(t, kind, {api});
 		const ca = app.cert?.cert;
@@ -60,7 +61,9 @@ for (const {kind, api} of H2) {
 		t.like(await before.request('/readyz'), {status: 200});
 		t.like(await before.request('/'), {status: 200, body: 'hello'});
 		const slow = before.request(`/slow?ms=${SLOW_MS}`);
-		await app.waitForLog('fixture request started');
+		// Its client cancels it during the drain: aborted, not served.
+		const cancelled = connect(t, app.port, ca).open('/slow?ms=60000');
+		await app.waitForLog('fixture request started', {count: 2});
 
 		const signalledAt = Date.now();
 		app.kill('SIGTERM');
@@ -72,6 +75,7 @@ for (const {kind, api} of H2) {
 		t.is(final.lastStreamID, 5, 'then the final GOAWAY with the real last stream id (the slow one)');
 
 		await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests');
+		cancelled.stream.close(http2.constants.NGHTTP2_CANCEL);
 		const during = connect(t, app.port, ca);
 		t.like(await during.request('/readyz'), {status: 503});
 		t.like(await during.request('/livez'), {status: 200});
@@ -97,6 +101,7 @@ for (const {kind, api} of H2) {
 		await before.closed;
 		const exit = await app.exited;
 		assertCleanExit(t, app, exit.code, Date.now() - signalledAt);
+		t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {served: 1, aborted: 1});
 	});
 }
 

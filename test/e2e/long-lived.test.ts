@@ -3,7 +3,9 @@
 // raw sockets for upgrades and Expect: 100-continue. The app is
 // test/fixtures/long-lived.mjs, with and without handle.onDrain().
 import test from 'ava';
+import {once} from 'node:events';
 import {performance} from 'node:perf_hooks';
+import {UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/long-lived.js';
 import {url} from '../../testkit/net.js';
 import {ABNORMAL_CLOSE, HandshakeRejected, openEventSource, openSocketIo, openWs} from '../../testkit/long-lived.js';
 import {eventually} from '../../testkit/proc.js';
@@ -90,6 +92,44 @@ test.serial('left to graceful-cluster: new upgrades, 100-continue and event stre
 	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0, closedLongLived: 4});
 	t.like(app.lines.find(line => line.msg === 'fixture shutdown hook'), {upgrades: 0});
 	t.deepEqual(app.lines.filter(line => line.level === 'error' || line.level === 'fatal'), []);
+});
+
+test.serial('WebSockets whose client never answers the close frame are destroyed UPGRADE_CLOSE_WAIT_MS later, each counted once in longLivedCut; one that answers is closed cleanly, not cut', async t => {
+	t.timeout(40_000);
+	const app = await startCluster(t, ['--reject-period', '1s', '--grace-period', '15s'], APP, {workers: 1});
+	const answering = openWs(`ws://127.0.0.1:${app.port}/ws`);
+	await answering.opened;
+	// The handshake by hand, then silence: these clients never send a frame, the close frame's answer included.
+	const silent = await Promise.all([0, 1, 2].map(async () => {
+		const connection = await RawConnection.open(app.port);
+		t.teardown(() => {
+			connection.close();
+		});
+		connection.socket.write(UPGRADE_REQUEST);
+		t.is((await connection.readResponse()).status, 101);
+		return connection;
+	}));
+	await app.waitForLog('fixture ws opened', {count: 4});
+	// When each one's close frame came, and when the server closed it.
+	const ends = silent.map(async ({socket}) => {
+		const [frame] = await once(socket, 'data') as [string];
+		const frameAt = performance.now();
+		await once(socket, 'close');
+		return {frame: Buffer.from(frame, 'latin1'), waitedMs: performance.now() - frameAt};
+	});
+
+	app.kill('SIGTERM');
+	t.like(await answering.closed, {code: 1001, reason: 'server shutting down'});
+	for (const {frame, waitedMs} of await Promise.all(ends)) {
+		t.is(frame[0], 0x88, 'a close frame');
+		t.is(frame.readUInt16BE(2), 1001);
+		t.true(waitedMs > UPGRADE_CLOSE_WAIT_MS - 300 && waitedMs < UPGRADE_CLOSE_WAIT_MS + 1500, `destroyed ${Math.round(waitedMs)} ms after its close frame`);
+	}
+
+	t.is((await app.exited).code, 0, app.text());
+	t.like(app.lines.find(isWorker('long-lived connections did not finish closing in time; destroying them')), {upgrades: 3, streams: 0});
+	t.like(app.lines.find(isWorker('worker drained')), {closedLongLived: 4, longLivedCut: 3});
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', closedLongLived: 4, longLivedCut: 3});
 });
 
 test.serial('with handle.onDrain(): the app closes its WebSockets (1001) and streams as the drain starts; socket.io and EventSource reconnect; nothing left for graceful-cluster; exit 0 after the reject phase', async t => {

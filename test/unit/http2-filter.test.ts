@@ -217,6 +217,33 @@ for (const api of ['request', 'stream'] as const) {
 	});
 }
 
+for (const api of ['request', 'stream'] as const) {
+	test(`${api} API: during the drain a stream that closes before it completed counts as aborted, never as served: the client's RST_STREAM, its session gone; a completed one is served`, async t => {
+		const r = await rig(t, {api});
+		const streams: ServerHttp2Stream[] = [];
+		r.server.on('stream', (stream: ServerHttp2Stream) => {
+			streams.push(stream);
+		});
+		const first = connect(t, r.port);
+		const second = connect(t, r.port);
+		const served = first.open('/hold-served');
+		const cancelled = first.open('/hold-cancelled');
+		second.open('/hold-gone');
+		await Promise.all(['/hold-served', '/hold-cancelled', '/hold-gone'].map(async path => r.held(path)));
+
+		r.filter.setMode(Mode.REJECT);
+		const closed = streams.map(async stream => once(stream, 'close'));
+		r.release('/hold-served');
+		t.is(await served.ended, 'released');
+		cancelled.stream.close(http2.constants.NGHTTP2_CANCEL);
+		second.session.destroy();
+		await Promise.all(closed);
+		t.is(r.filter.served, 1);
+		t.is(r.filter.aborted, 2);
+		t.is(r.filter.inflight, 0);
+	});
+}
+
 test('readiness answers 503 while draining, 200 while retiring; liveness 200 throughout', async t => {
 	const r = await rig(t);
 	r.filter.setMode(Mode.DRAIN_SERVE);
@@ -353,7 +380,7 @@ async function openEvents(client: H2Client, path = '/events') {
 		await once(events.stream, 'data');
 	}
 
-	return {status, ended: events.ended};
+	return {status, ended: events.ended, stream: events.stream};
 }
 
 for (const api of ['request', 'stream'] as const) {
@@ -375,6 +402,19 @@ for (const api of ['request', 'stream'] as const) {
 		t.is(r.filter.streams, 0);
 		t.is(r.filter.served, 0, 'an event stream is not a served request');
 		t.is(r.idleCalls, 1, 'the drain hears of its close: it waits for the streams it ended to finish');
+	});
+
+	test(`${api} API: an HTTP/2 event stream still open when the wait for its end is over is cut by cutLongLived: off the count at once, once; its client sees it close`, async t => {
+		const r = await rig(t, {api});
+		const events = await openEvents(connect(t, r.port));
+		r.filter.setMode(Mode.REJECT);
+		r.filter.sortLongLived();
+		t.is(r.filter.streams, 1);
+		const closed = once(events.stream, 'close');
+		t.deepEqual(r.filter.cutLongLived(), {upgrades: 0, streams: 1});
+		t.is(r.filter.streams, 0, 'off the count before its close comes');
+		await closed;
+		t.deepEqual(r.filter.cutLongLived(), {upgrades: 0, streams: 0}, 'cut once');
 	});
 }
 

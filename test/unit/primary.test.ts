@@ -670,6 +670,19 @@ test('drain: a worker killed before it ever reported (its loop blocked before it
 	t.like(p.line('killing worker'), {inflight: 2});
 });
 
+test('drain: responses that closed without completing are summed apart from the served ones; a helper that predates the count reads 0', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'inflight', inflight: 1, served: 2, aborted: 1, rejected: 0, upgrades: 0, streams: 0});
+	// A hook of a's ends the worker itself: its last counts stay.
+	a!.say({type: 'hooks', served: 3, aborted: 2, rejected: 0}).exit(0);
+	// b's helper is older: no `aborted` in its messages.
+	b!.say({type: 'inflight', inflight: 1, served: 0, rejected: 0, upgrades: 0, streams: 0}).drained(4).exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'clean', served: 7, aborted: 2});
+});
+
 test('drain: long-lived connections the workers closed, and those they had to destroy, are summed from their last reports', async t => {
 	const p = primary();
 	const [a, b] = p.serveAll();

@@ -34,7 +34,7 @@ test('ours but malformed is reported, never thrown', t => {
 	}
 });
 
-test('fields added later are optional, so an older copy on the other side still speaks: drain and retire without a signal, drained without hooksFailed', t => {
+test('fields added later are optional, so an older copy on the other side still speaks: drain and retire without a signal, drained without hooksFailed, counts without aborted', t => {
 	const cases: Array<[ToPrimary | ToWorker, 'ours' | 'invalid']> = [
 		[{type: 'drain', servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 1}, 'ours'],
 		[{type: 'drain', servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 1, signal: 'SIGQUIT'}, 'ours'],
@@ -45,6 +45,11 @@ test('fields added later are optional, so an older copy on the other side still 
 		[{type: 'drained', served: 0, rejected: 0, durationMs: 1, closedLongLived: 0, hooksFailed: 2}, 'ours'],
 		[{type: 'drained', served: 0, rejected: 0, durationMs: 1, closedLongLived: 0, hooksFailed: -1}, 'invalid'],
 		[{type: 'hook-failed', hook: 'SIGTERM listener shutdown'}, 'ours'],
+		[{type: 'inflight', inflight: 0, served: 1, aborted: 2, rejected: 0, upgrades: 0, streams: 0}, 'ours'],
+		[{type: 'inflight', inflight: 0, served: 1, aborted: -1, rejected: 0, upgrades: 0, streams: 0}, 'invalid'],
+		[{type: 'hooks', served: 1, rejected: 0}, 'ours'],
+		[{type: 'hooks', served: 1, aborted: 1.5, rejected: 0}, 'invalid'],
+		[{type: 'drained', served: 0, aborted: 3, rejected: 0, durationMs: 1, closedLongLived: 0}, 'ours'],
 	];
 	for (const [message, kind] of cases) {
 		t.is(parseMessage(envelope(message), [...TO_PRIMARY, ...TO_WORKER]).kind, kind, JSON.stringify(message));

@@ -1,17 +1,19 @@
 // A worker's drain phases with a fake clock: each transition at its exact
 // moment, the filters' mode following the phase, hooks, the report to the host.
 import test from 'ava';
+import {once} from 'node:events';
 import http from 'node:http';
-import type {AddressInfo} from 'node:net';
+import net, {type AddressInfo} from 'node:net';
 import {setImmediate as nextTurn} from 'node:timers/promises';
 import {pEvent} from 'p-event';
 import {DEFAULT_WORKER_SETTINGS} from '../../src/settings.js';
 import {ProcessDrain, type DrainSummary} from '../../src/worker/drain.js';
+import {UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/long-lived.js';
 import {modeFor} from '../../src/worker/phase.js';
 import {Mode} from '../../src/worker/filter.js';
 import {BLOCKING_LISTENER_MS} from '../../src/worker/long-lived.js';
 import {captureLogger, FakeClock} from '../helpers/fakes.js';
-import {client} from '../helpers/http.js';
+import {client, UPGRADE_REQUEST} from '../helpers/http.js';
 
 async function rig(t: import('ava').ExecutionContext, {listen = false} = {}) {
 	const clock = new FakeClock();
@@ -85,7 +87,7 @@ test('serve -> reject -> closing -> hooks -> done, each at its moment', async t 
 	t.deepEqual(order, ['hook at 3000 in hooks']);
 	await r.whenFinished;
 	t.is(r.drain.phaseName, 'done');
-	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, rejected: 0, closedLongLived: 0, longLivedCut: 0, hooksFailed: 0}]);
+	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, aborted: 0, rejected: 0, closedLongLived: 0, longLivedCut: 0, hooksFailed: 0}]);
 	t.is(r.clock.waiting, 0, 'every timer cleared');
 	t.deepEqual(r.messages().filter(message => message !== 'rejected requests while draining'), ['drain started', 'rejecting new requests', 'stopped listening; waiting for requests in flight', 'running shutdown hooks']);
 	t.like(r.lines[0], {servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: 10_000});
@@ -146,7 +148,7 @@ test('retiring: stops listening at once, leaves when idle and the linger is over
 	t.is(r.drain.phaseName, 'retiring');
 	r.clock.advance(1);
 	t.is(r.drain.phaseName, 'done', 'no hooks: over at once');
-	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, rejected: 0, closedLongLived: 0, longLivedCut: 0, hooksFailed: 0}]);
+	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, aborted: 0, rejected: 0, closedLongLived: 0, longLivedCut: 0, hooksFailed: 0}]);
 });
 
 test('a server attached in the middle of a drain joins in the current phase', async t => {
@@ -394,6 +396,52 @@ test('an event stream left open never holds the drain: closed when the reject ph
 	await r.whenFinished;
 	t.like(r.finished[0], {closedLongLived: 1, longLivedCut: 0});
 	t.like(r.lines.find(line => String(line.msg).startsWith('closed the long-lived connections still open')), {streams: 1, upgrades: 0, reason: 'shutdown'});
+});
+
+test('WebSockets that never answer the close frame are cut UPGRADE_CLOSE_WAIT_MS after it, each counted once in longLivedCut; one that closes in time is not', async t => {
+	const r = await rig(t, {listen: true});
+	const accepted: net.Socket[] = [];
+	r.server.on('upgrade', (_request: http.IncomingMessage, socket: net.Socket) => {
+		socket.on('error', () => undefined);
+		// What a WebSocket library does once its client has answered: close its side too.
+		socket.on('end', () => socket.end());
+		socket.write('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n');
+		accepted.push(socket);
+	});
+	const clients = await Promise.all([0, 1, 2, 3].map(async () => {
+		const socket = net.connect(r.port, '127.0.0.1');
+		socket.on('error', () => undefined);
+		socket.write(UPGRADE_REQUEST);
+		await once(socket, 'data');
+		return socket;
+	}));
+	t.teardown(() => {
+		for (const socket of clients) {
+			socket.destroy();
+		}
+	});
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 10_000});
+	t.is(r.drain.counts.upgrades, 4);
+	const frames = clients.map(async socket => once(socket, 'data'));
+	r.clock.advance(1000);
+	for (const [frame] of await Promise.all(frames) as Array<[Buffer]>) {
+		t.is(frame.readUInt16BE(2), 1001);
+	}
+
+	// One client closes in time; the other three never answer.
+	const answered = once(accepted[0]!, 'close');
+	clients[0]!.end();
+	await answered;
+	r.clock.advance(UPGRADE_CLOSE_WAIT_MS - 1);
+	t.is(r.drain.counts.upgrades, 3);
+	t.is(r.finished.length, 0, 'waiting for them to finish closing');
+	const cut = accepted.slice(1).map(async socket => once(socket, 'close'));
+	r.clock.advance(1);
+	t.is(r.drain.counts.upgrades, 0, 'off the count as they are cut, before their close comes');
+	await Promise.all(cut);
+	await r.whenFinished;
+	t.like(r.finished[0], {closedLongLived: 4, longLivedCut: 3});
+	t.like(r.lines.find(line => line.msg === 'long-lived connections did not finish closing in time; destroying them'), {upgrades: 3, streams: 0, waitedMs: UPGRADE_CLOSE_WAIT_MS});
 });
 
 test('a report goes out when only the served count moved: a worker killed later is judged by it', async t => {
