@@ -28,7 +28,7 @@
 // Minified (names kept): pino's code is not ours to read in a stack trace, and
 // a third less text compiles a third sooner.
 import {execFileSync} from 'node:child_process';
-import {copyFileSync, existsSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs';
+import {copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs';
 import path from 'node:path';
 import process from 'node:process';
 
@@ -40,7 +40,7 @@ const INPUTS = path.join(ROOT, 'dist/bundle-inputs.json');
 /** What the outputs depend on besides the bundled modules, root-relative. */
 const ALSO_READ = ['package.json', 'tsconfig.json', 'scripts/bundle.js', 'scripts/write-help.js', 'node_modules/yargs/package.json', 'dist/src/worker/index.cjs'];
 /** What must be there for a skip. */
-const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/help.txt', 'dist/bundle/cli.js', 'dist/bundle/pino-bundle.cjs', 'dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs', 'dist/bundle/worker/pino-bundle.cjs'];
+const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.js', 'dist/bundle/pino-bundle.cjs', 'dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs', 'dist/bundle/worker/pino-bundle.cjs'];
 
 /** True when the last run's outputs are all there and no file it read is newer than its list. */
 function upToDate() {
@@ -79,7 +79,7 @@ const common = {
 /** The modules that find a file by URL from their own, each with the build that must keep it at its depth. */
 const FINDS_FILES = {
 	cli: ['src/package-files.ts'],
-	worker: ['src/worker/bootstrap.ts', 'src/worker/heartbeat.ts'],
+	worker: ['src/worker/bootstrap.ts', 'src/worker/heartbeat.ts', 'src/worker/index.ts'],
 };
 /** src/pino.ts finds pino-bundle.cjs beside the chunk it lands in, in either build: a copy in each. */
 const PINO_BUNDLE = 'pino-bundle.cjs';
@@ -163,5 +163,15 @@ if (!readFileSync(path.join(OUT, 'worker/index.cjs'), 'utf8').includes('require(
 	process.stderr.write('bundle: dist/src/worker/index.cjs no longer hands over ./index.js; the bundle\'s copy would not work\n');
 	process.exit(1);
 }
+
+// Every file the bundle is, with its size: the primary checks them at start,
+// and attach() its own build's, so that a partial or truncated copy of the package
+// fails at once with exit code 8 rather than at a worker's drain (src/package-files.ts).
+const manifest = Object.fromEntries(readdirSync(OUT, {recursive: true, withFileTypes: true})
+	.filter(entry => entry.isFile() && entry.name !== 'files.json')
+	.map(entry => path.relative(OUT, path.join(entry.parentPath, entry.name)))
+	.sort()
+	.map(file => [file, statSync(path.join(OUT, file)).size]));
+writeFileSync(path.join(OUT, 'files.json'), `${JSON.stringify(manifest, null, '\t')}\n`);
 
 writeFileSync(INPUTS, `${JSON.stringify([...read].sort(), null, '\t')}\n`);

@@ -27,7 +27,16 @@ if (printed !== undefined) {
 	process.exit(ExitCode.OK);
 }
 
-const {main} = await import('./main.js');
+const {main} = await import('./main.js').catch((error: unknown) => {
+	// A file of the bundle missing (part of dist/ copied): main.ts's own check
+	// (install-check.ts) cannot run without it, so the same exit is given here.
+	if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
+		process.stderr.write(`graceful-cluster: its installation is incomplete, so nothing was started: ${(error as Error).message}. Reinstall graceful-cluster with its dependencies (npm ci).\n`);
+		process.exit(ExitCode.INCOMPLETE_INSTALL);
+	}
+
+	throw error;
+});
 await main({
 	early,
 	release() {

@@ -8,10 +8,12 @@ import {quickParseArgs, type ParseResult} from './command-line.js';
 import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
 import {createHeldLogger, syncWriter} from './logger.js';
-import {BOOTSTRAP_URL} from './package-files.js';
+import {damagedFiles} from './install-check.js';
+import {BOOTSTRAP_URL, FILES_JSON} from './package-files.js';
 import {pinoMissing} from './pino.js';
 import {Primary} from './primary/index.js';
 import {chooseLogFormat, prettySink} from './primary/log-format.js';
+import {LineOutput} from './primary/output.js';
 
 export interface EarlySignals {
 	/** Signals that came while the modules loaded, in order. */
@@ -32,6 +34,7 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 			process.exit(ExitCode.USAGE);
 		}
 
+		exitIfNotInstalled(error, 'to read this command line');
 		throw error;
 	}
 
@@ -40,22 +43,30 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		process.exit(ExitCode.OK);
 	}
 
-	// A partial copy of the package (part of dist/ copied into an image) is said
-	// here, before the app runs: found later, a worker without its logger would
-	// throw at its first line, the drain's, and cut its requests.
-	const missing = [
-		...(existsSync(new URL(BOOTSTRAP_URL)) ? [] : [`${fileURLToPath(BOOTSTRAP_URL)} (the worker bootstrap)`]),
-		...pinoMissing([BOOTSTRAP_URL]).map(file => `${file} (pino, its logger; no pino package resolves from there either)`),
-	];
-	if (missing.length > 0) {
-		process.stderr.write(`graceful-cluster: its installation is incomplete, so nothing was started: missing ${missing.join('; ')}. Reinstall graceful-cluster (npm ci), or copy its dist/ whole.\n`);
-		process.exit(ExitCode.INCOMPLETE_INSTALL);
+	// A partial or truncated copy of the package (part of dist/ copied into an
+	// image) is said here, before the app runs: found later, a worker without its
+	// logger would throw at its first line, the drain's, and cut its requests.
+	const damaged = damagedFiles(FILES_JSON);
+	// The compiled tree has no list of its files: what the workers need, then.
+	if (damaged.length === 0) {
+		damaged.push(
+			...(existsSync(new URL(BOOTSTRAP_URL)) ? [] : [`${fileURLToPath(BOOTSTRAP_URL)} (missing: the worker bootstrap)`]),
+			...pinoMissing([BOOTSTRAP_URL]),
+		);
+	}
+
+	if (damaged.length > 0) {
+		exitIncomplete(damaged.join('; '));
 	}
 
 	const {options, workerCount} = result;
 	const logFormat = chooseLogFormat(result.logFormat, process.stdout.isTTY === true, process.env);
-	const stdout = logFormat.format === 'pretty' ? await prettySink(syncWriter(1), logFormat.colorize) : syncWriter(1);
-	const stderr = syncWriter(2);
+	// Shared by the logger and every worker's forwarder (output.ts).
+	const stdout = new LineOutput(logFormat.format === 'pretty' ? await prettySink(syncWriter(1), logFormat.colorize).catch((error: unknown) => {
+		exitIfNotInstalled(error, 'for pretty logs (--log-format pretty, the default on a terminal)');
+		throw error;
+	}) : syncWriter(1));
+	const stderr = new LineOutput(syncWriter(2));
 	// Its lines wait until the workers are forked (logger.ts).
 	const {logger, release: writeHeldLines} = createHeldLogger({role: 'primary', level: options.logLevel, destination: stdout});
 	// Its constructor installs the signal handlers; then the held ones go, and
@@ -80,6 +91,7 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 				process.exit(ExitCode.USAGE);
 			}
 
+			exitIfNotInstalled(error, 'for --metrics');
 			throw error;
 		}
 	}
@@ -119,4 +131,22 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 	}
 
 	process.exit(await running);
+}
+
+/** Exit code 8, nothing started: the package's own files, or its dependencies, are not all there. */
+function exitIncomplete(what: string): never {
+	process.stderr.write(`graceful-cluster: its installation is incomplete, so nothing was started: ${what}. Reinstall graceful-cluster with its dependencies (npm ci).\n`);
+	process.exit(ExitCode.INCOMPLETE_INSTALL);
+}
+
+/**
+ * Exit code 8 if `error` says that a package of ours that loads only when
+ * needed (yargs, pino-pretty, prom-client) is not installed: dist/ copied
+ * without node_modules.
+ */
+function exitIfNotInstalled(error: unknown, neededFor: string): void {
+	const name = (error as NodeJS.ErrnoException | undefined)?.code === 'ERR_MODULE_NOT_FOUND' ? /Cannot find package '([^']+)'/.exec((error as Error).message)?.[1] : undefined;
+	if (name !== undefined) {
+		exitIncomplete(`the package ${name}, which it needs ${neededFor}, is not installed`);
+	}
 }

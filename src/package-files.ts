@@ -1,7 +1,8 @@
 /**
  * The package's own files that the primary finds at run time, by URL from this
  * module: package.json (the version), help.txt (the prebuilt --help,
- * print-only.ts) and the worker bootstrap (primary/index.ts).
+ * print-only.ts), the worker bootstrap (primary/index.ts) and the bundle's list of
+ * its files (main.ts, install-check.ts).
  *
  * Here, at src/'s root, because the path from here is the same in the compiled
  * tree (dist/src/) and in the bundle the package runs (dist/bundle/,
@@ -15,6 +16,9 @@ export const PACKAGE_JSON = new URL('../../package.json', import.meta.url);
 
 /** `--help` as yargs prints it, written by the build (scripts/write-help.js); absent after a plain `tsc`. */
 export const HELP_FILE = new URL('help.txt', import.meta.url);
+
+/** The bundle's list of its files and their sizes (install-check.ts); absent in the compiled tree. */
+export const FILES_JSON = new URL('files.json', import.meta.url);
 
 /** What every worker is started with (`node --import <this> app.js`): worker/bootstrap.ts, compiled. */
 export const BOOTSTRAP_URL = new URL('worker/bootstrap.js', import.meta.url).href;

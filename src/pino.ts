@@ -51,15 +51,16 @@ export function loadPino(): typeof Pino.pino {
 
 /**
  * Where a logger could not be made: this module's place and `others` (the
- * worker bootstrap's, given by the primary), as the paths of the bundles that
- * are missing where no pino package resolves either. Asked once, at the
- * primary's start (main.ts): a worker without pino would serve normally, then
- * throw at its first log line, the drain's, and cut its requests in flight.
+ * worker bootstrap's, given by the primary), each as the path of its missing
+ * bundle and what is wrong. Asked once, at the start of the primary (main.ts)
+ * and of the helper (worker/index.ts), where the compiled tree has no list of
+ * its files (install-check.ts): a worker without pino would serve normally,
+ * then throw at its first log line, the drain's, and cut its requests.
  */
 export function pinoMissing(others: readonly string[]): string[] {
 	return [bundled, ...others.map(href => new URL(PINO_BUNDLE, href))]
 		.filter(url => !existsSync(url) && !resolvesPino(url))
-		.map(url => fileURLToPath(url));
+		.map(url => `${fileURLToPath(url)} (missing: pino, its logger, and no pino package resolves from there either)`);
 }
 
 function resolvesPino(from: URL): boolean {

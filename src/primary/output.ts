@@ -15,19 +15,53 @@
 import type {Readable} from 'node:stream';
 import {OwnLines} from './own-lines.js';
 
+/** A line longer than this is written in pieces rather than held in memory. */
+const MAX_LINE = 1024 * 1024;
+const NEWLINE = 0x0A;
+const NEWLINE_BYTES = Buffer.from('\n');
+const EMPTY = Buffer.alloc(0);
+
 /**
  * Anything with a synchronous `write`: the primary passes pino's sync
  * destinations, in buffer mode, so a worker's bytes go out as they came (text
  * that is not UTF-8 included), and its own log lines as strings.
  */
 export interface LineSink {
-	write(data: string | Buffer): unknown;
+	/** `from`: who writes (a forwarder), for a LineOutput; a sink that is not one ignores it. */
+	write(data: string | Buffer, from?: object): unknown;
 }
 
-/** A line longer than this is written in pieces rather than held in memory. */
-const MAX_LINE = 1024 * 1024;
-const NEWLINE = 0x0A;
-const EMPTY = Buffer.alloc(0);
+/**
+ * The primary's stdout or stderr, shared by its logger and every worker's
+ * forwarder. A forwarder writes whole lines, except a piece of a line longer
+ * than MAX_LINE (a progress meter redrawn with `\r` never writes a newline):
+ * the output is then left mid-line, and the next writer that is not that
+ * forwarder starts a line of its own first. No line of ours, nor another
+ * worker's, lands inside the app's; the app's own bytes go out as they came,
+ * its long line going on after the interruption, on a line of its own. One
+ * byte read per write.
+ */
+export class LineOutput implements LineSink {
+	/** The writer that left the output mid-line, if one did. */
+	private midLine: object | undefined;
+
+	constructor(private readonly target: LineSink) {}
+
+	/** From the logger (pino calls `write(line)`), or from a forwarder, which says so. */
+	write(data: string | Buffer, from: object = this): unknown {
+		if (data.length === 0) {
+			return undefined;
+		}
+
+		if (this.midLine !== undefined && this.midLine !== from) {
+			this.target.write(NEWLINE_BYTES);
+		}
+
+		const last = typeof data === 'string' ? data.charCodeAt(data.length - 1) : data[data.length - 1];
+		this.midLine = last === NEWLINE ? undefined : from;
+		return this.target.write(data);
+	}
+}
 
 export interface ForwarderOptions {
 	/** The worker's pid: its own log lines are kept whole (own-lines.ts). */
@@ -89,14 +123,14 @@ export class LineForwarder {
 		if (this.pending.length > MAX_LINE) {
 			bytes = this.pending;
 			this.pending = EMPTY;
-			this.target.write(bytes);
+			this.target.write(bytes, this);
 			this.onLine?.(bytes.toString('utf8'));
 		}
 	}
 
 	/** Whole lines, out as they are. */
 	private pass(complete: Buffer): void {
-		this.target.write(complete);
+		this.target.write(complete, this);
 		if (this.onLine) {
 			// Decoded for reading only (the crash report, a hung worker's stack); what went out is the bytes.
 			for (const line of complete.toString('utf8').split('\n')) {
@@ -111,7 +145,7 @@ export class LineForwarder {
 		if (this.pending.length > 0) {
 			const bytes = this.pending;
 			this.pending = EMPTY;
-			this.target.write(Buffer.concat([bytes, Buffer.from('\n')]));
+			this.target.write(Buffer.concat([bytes, NEWLINE_BYTES]), this);
 			this.onLine?.(bytes.toString('utf8'));
 		}
 	}

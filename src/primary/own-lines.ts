@@ -58,10 +58,23 @@ export class OwnLines {
 
 			const start = at - found[0].length;
 			if (start > 0 && complete[start - 1] !== NEWLINE) {
-				return {start, end: complete.indexOf(NEWLINE, at) + 1};
+				const end = complete.indexOf(NEWLINE, at) + 1;
+				// Ours is one whole JSON object: the app's own JSON that holds an object
+				// shaped like ours (`{"audit":{"level":...,"pid":<this pid>,...}}`) is not.
+				if (isJsonObject(complete.subarray(start, end))) {
+					return {start, end};
+				}
 			}
 		}
 
 		return undefined;
+	}
+}
+
+function isJsonObject(line: Buffer): boolean {
+	try {
+		return typeof JSON.parse(line.toString('utf8')) === 'object';
+	} catch {
+		return false;
 	}
 }

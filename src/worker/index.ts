@@ -9,7 +9,9 @@
  */
 import net from 'node:net';
 import {systemClock} from '../clock.js';
+import {damagedFiles} from '../install-check.js';
 import {createLazyLogger, logLevelFromEnv} from '../logger.js';
+import {pinoMissing} from '../pino.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
 import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
@@ -90,6 +92,19 @@ let processDrain: ProcessDrain | undefined;
 let warmup: Warmup | undefined;
 
 function setUp(): ProcessDrain {
+	// The helper the app loaded may be its own copy of the package, not the CLI's:
+	// a partial one is said now, as the app starts, rather than at its drain, when
+	// its logger would fail at the first line and cut the requests in flight.
+	const damaged = damagedFiles(new URL('../files.json', import.meta.url), 'worker/');
+	// The compiled tree has no list of its files: its logger, then.
+	if (damaged.length === 0) {
+		damaged.push(...pinoMissing([]));
+	}
+
+	if (damaged.length > 0) {
+		throw new Error(`graceful-cluster/worker: its installation is incomplete: ${damaged.join('; ')}. Reinstall graceful-cluster with its dependencies (npm ci).`);
+	}
+
 	const channel = getChannel();
 	let settings: WorkerSettings;
 	let timeline: Timeline | undefined;

@@ -1,5 +1,5 @@
 // Bad input through the real CLI: exit 2 at once, a message naming the problem, nothing started.
-import {cpSync, mkdtempSync, rmSync} from 'node:fs';
+import {cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import test, {type ExecutionContext} from 'ava';
@@ -57,8 +57,11 @@ test('a plain --help or --version prints what yargs prints (they are answered wi
 	}
 });
 
-/** What the package runs, copied where no node_modules is above it; removed in teardown. Returns its CLI. */
-function copyOfPackage(t: ExecutionContext, without: readonly string[]): string {
+/**
+ * What the package runs, copied where no node_modules is above it, then
+ * `change`d (given the copy's dist/bundle); removed in teardown. Returns its CLI.
+ */
+function copyOfPackage(t: ExecutionContext, change: (bundle: string) => void = () => {}): string {
 	const root = mkdtempSync(path.join(os.tmpdir(), 'gc-partial-'));
 	t.teardown(() => {
 		rmSync(root, {recursive: true, force: true});
@@ -67,25 +70,67 @@ function copyOfPackage(t: ExecutionContext, without: readonly string[]): string 
 		cpSync(path.join(ROOT, part), path.join(root, part), {recursive: true});
 	}
 
-	for (const file of without) {
-		rmSync(path.join(root, file));
-	}
-
+	change(path.join(root, 'dist/bundle'));
 	return path.join(root, 'dist/bundle/cli.js');
 }
 
-test('a copy of the package without its workers\' logger exits 8 at once, naming the file; nothing is started', async t => {
-	// Found at the drain instead, every worker threw at its first log line and cut its requests.
-	const cli = start(t, [copyOfPackage(t, ['dist/bundle/worker/pino-bundle.cjs']), '-w', '1', fixture('app.mjs')], {plainNode: true});
-	const exit = await cli.exited;
-	t.is(exit.code, ExitCode.INCOMPLETE_INSTALL, cli.text());
-	t.regex(cli.text(), /^graceful-cluster: its installation is incomplete, so nothing was started: missing \S+\/dist\/bundle\/worker\/pino-bundle\.cjs \(pino, its logger/m);
-	t.false(cli.text().includes('starting workers'));
-});
+const remove = (file: string) => (bundle: string) => {
+	rmSync(path.join(bundle, file));
+};
 
-test('a whole copy of the package starts (the check above looks where the files are)', async t => {
-	const cli = start(t, [copyOfPackage(t, []), '-w', '1', '--reject-period', '100ms', fixture('app.mjs')], {plainNode: true});
+/** The bundle's chunk that cli.js imports only when it runs the primary (the main one). */
+const mainChunk = (bundle: string): string => /await import\("\.\/(chunk-[\w-]+\.js)"\)/.exec(readFileSync(path.join(bundle, 'cli.js'), 'utf8'))![1]!;
+
+const INCOMPLETE = /^graceful-cluster: its installation is incomplete, so nothing was started: /m;
+
+// Found at the drain instead, every worker threw at its first log line and cut its
+// requests (a missing or cut pino-bundle.cjs); or every worker crashed at start, or
+// the primary with a raw stack (found by hostile trials).
+const partialCopies: Array<[string, (bundle: string) => void, string[], RegExp]> = [
+	['the workers\' logger missing', remove('worker/pino-bundle.cjs'), [], /\/dist\/bundle\/worker\/pino-bundle\.cjs \(missing\)/],
+	['the workers\' logger cut short', bundle => {
+		const file = path.join(bundle, 'worker/pino-bundle.cjs');
+		writeFileSync(file, readFileSync(file).subarray(0, 1000));
+	}, [], /\/dist\/bundle\/worker\/pino-bundle\.cjs \(1000 bytes; the build wrote \d+\)/],
+	['a chunk of the workers\' missing', bundle => {
+		rmSync(path.join(bundle, 'worker', readdirSync(path.join(bundle, 'worker')).find(file => file.startsWith('chunk-'))!));
+	}, [], /\/dist\/bundle\/worker\/chunk-[\w-]+\.js \(missing\)/],
+	['the primary\'s main chunk missing', bundle => {
+		rmSync(path.join(bundle, mainChunk(bundle)));
+	}, [], /Cannot find module '\S+\/chunk-[\w-]+\.js'/],
+	['no node_modules: prom-client for --metrics', () => {}, ['--metrics', '127.0.0.1:9'], /the package prom-client, which it needs for --metrics, is not installed/],
+	['no node_modules: pino-pretty for pretty logs', () => {}, ['--log-format', 'pretty'], /the package pino-pretty, which it needs for pretty logs/],
+	['no node_modules: yargs for a command line the quick read leaves to it', () => {}, ['--workers=\'1\''], /the package yargs, which it needs to read this command line, is not installed/],
+];
+
+for (const [name, change, options, pattern] of partialCopies) {
+	test(`a partial copy of the package exits 8 at once, saying what is wrong; nothing is started: ${name}`, async t => {
+		const cli = start(t, [copyOfPackage(t, change), '-w', '1', ...options, fixture('app.mjs')], {plainNode: true});
+		const exit = await cli.exited;
+		t.is(exit.code, ExitCode.INCOMPLETE_INSTALL, cli.text());
+		t.regex(cli.text(), INCOMPLETE);
+		t.regex(cli.text(), pattern);
+		t.false(cli.text().includes('starting workers'));
+	});
+}
+
+test('a whole copy of the package starts (the checks above look where the files are)', async t => {
+	const cli = start(t, [copyOfPackage(t), '-w', '1', '--reject-period', '100ms', fixture('app.mjs')], {plainNode: true});
 	await cli.waitForLog('worker listening');
 	cli.kill('SIGTERM');
 	t.is((await cli.exited).code, ExitCode.OK, cli.text());
+});
+
+test('an app whose own copy of the helper is partial fails at its start, saying so, not at its drain', async t => {
+	const copy = path.dirname(copyOfPackage(t, remove('worker/pino-bundle.cjs')));
+	const app = path.join(path.dirname(copy), 'server.mjs');
+	writeFileSync(app, `import http from 'node:http';
+import {attach} from ${JSON.stringify(path.join(copy, 'worker/index.js'))};
+const server = http.createServer((request, response) => response.end('ok'));
+attach(server);
+server.listen(0);
+`);
+	const cli = start(t, ['-w', '1', '--max-start-failures', '1', app]);
+	t.is((await cli.exited).code, ExitCode.START_FAILED, cli.text());
+	t.regex(cli.text(), /graceful-cluster\/worker: its installation is incomplete: \S+\/worker\/pino-bundle\.cjs \(missing\)/);
 });

@@ -3,7 +3,7 @@
 // worker's own log lines kept whole where the app left a line unfinished (found
 // by a hostile trial: `progress: 50%{"level":"info",...,"msg":"drain started"}`).
 import test from 'ava';
-import {LastLines, LineForwarder, type ForwarderOptions} from '../../src/primary/output.js';
+import {LastLines, LineForwarder, LineOutput, type ForwarderOptions} from '../../src/primary/output.js';
 import {OwnLines} from '../../src/primary/own-lines.js';
 import {findStack} from '../../src/primary/watchdog.js';
 import {HUNG_STACK_MESSAGE} from '../../src/protocol.js';
@@ -101,4 +101,35 @@ test('own lines: found only where they do not start a line', t => {
 	const start = ours('a').length + 'text'.length;
 	t.deepEqual(own.gluedIn(glued), {start, end: glued.length});
 	t.is(own.gluedIn(Buffer.from(`text,"role":"worker","pid":${PID},"worker":1}\n`)), undefined, 'the marker without a line\'s start');
+});
+
+test('a line longer than 1 MiB goes out in pieces; what anyone else writes meanwhile starts a line of its own (found by a hostile trial: a \\r meter swallowed every line after it)', t => {
+	const out: Buffer[] = [];
+	const output = new LineOutput({write: (data: string | Buffer) => out.push(Buffer.from(data))});
+	const meter = new LineForwarder(output, {workerPid: PID});
+	const other = new LineForwarder(output, {workerPid: PID + 1});
+	const piece = '\rimported 1 rows'.repeat(70_000);
+	meter.push(piece);
+	t.is(Buffer.concat(out).length, piece.length, 'over 1 MiB: passed on, not held');
+	meter.push('\rimported 2 rows');
+	meter.push('\rimported 3 rows');
+	output.write(ours('drain started', 1));
+	other.push(ours('rejecting new requests', PID + 1));
+	meter.push('\rdone\n');
+	const lines = Buffer.concat(out).toString('utf8').split('\n');
+	t.deepEqual(lines, [
+		piece,
+		ours('drain started', 1).trim(),
+		ours('rejecting new requests', PID + 1).trim(),
+		// The meter's line goes on after them, its bytes in their order.
+		'\rimported 2 rows\rimported 3 rows\rdone',
+		'',
+	], 'the logger\'s line and another worker\'s each a line of their own');
+});
+
+test('own lines: the app\'s JSON holding an object shaped like ours, with this pid, is left as it is (found by a hostile trial)', t => {
+	const {forwarder, text} = forward();
+	const audit = `{"audit":${ours('user login').trim()}}\n`;
+	forwarder.push(audit);
+	t.is(text(), audit);
 });
