@@ -28,7 +28,7 @@ export const ExitCode = {
 	 * exited the worker non-zero.
 	 */
 	HOOK_FAILED: 7,
-	/** A file of graceful-cluster's own is missing (a partial copy of the package). Nothing was started. */
+	/** A file of graceful-cluster's own is missing or cut short, or a package it needs is not installed. Nothing was started. */
 	INCOMPLETE_INSTALL: 8,
 } as const;
 
@@ -48,5 +48,5 @@ export const EXIT_CODE_MEANINGS: Readonly<Record<keyof typeof ExitCode, string>>
 	WORKER_LOST: 'a worker left the drain without draining: with the helper, it exited (or was killed as hung) before it reported that its requests were done, whatever its last in-flight count; without it, it exited non-zero. An exit during its shutdown hooks, or before it ever listened, does not count',
 	START_FAILED: 'the app failed to start --max-start-failures times in a row (crashed before listening, or did not listen within --listen-timeout)',
 	HOOK_FAILED: 'every request was served, but the app\'s shutdown failed: an onShutdown hook or one of its own signal listeners threw, rejected, or exited the worker non-zero',
-	INCOMPLETE_INSTALL: 'graceful-cluster\'s own files are incomplete (a file it loads is missing); nothing was started: reinstall it',
+	INCOMPLETE_INSTALL: 'graceful-cluster\'s own files or its dependencies are incomplete (a file missing or cut short, a package not installed); nothing was started: reinstall it',
 };
