@@ -40,7 +40,7 @@ const INPUTS = path.join(ROOT, 'dist/bundle-inputs.json');
 /** What the outputs depend on besides the bundled modules, root-relative. */
 const ALSO_READ = ['package.json', 'tsconfig.json', 'scripts/bundle.js', 'scripts/write-help.js', 'node_modules/yargs/package.json', 'dist/src/worker/index.cjs'];
 /** What must be there for a skip. */
-const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.js', 'dist/bundle/pino-bundle.cjs', 'dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs', 'dist/bundle/worker/pino-bundle.cjs'];
+const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.js', 'dist/bundle/pino-bundle.cjs', 'dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs', 'dist/bundle/worker/pino-bundle.cjs'];
 
 /** True when the last run's outputs are all there and no file it read is newer than its list. */
 function upToDate() {
@@ -164,14 +164,15 @@ if (!readFileSync(path.join(OUT, 'worker/index.cjs'), 'utf8').includes('require(
 	process.exit(1);
 }
 
-// Every file the bundle is, with its size: the primary checks them at start,
+// The bundle's code files, each with its size: the primary checks them at start,
 // and attach() its own build's, so that a partial or truncated copy of the package
-// fails at once with exit code 8 rather than at a worker's drain (src/package-files.ts).
-const manifest = Object.fromEntries(readdirSync(OUT, {recursive: true, withFileTypes: true})
-	.filter(entry => entry.isFile() && entry.name !== 'files.json')
+// fails at once with exit code 8 rather than at a worker's drain (src/install-check.ts).
+// Code only: a tool that strips text files from node_modules (help.txt) breaks nothing.
+const MANIFEST = 'graceful-cluster-files.json';
+const files = readdirSync(OUT, {recursive: true, withFileTypes: true})
+	.filter(entry => entry.isFile() && /\.c?js$/.test(entry.name))
 	.map(entry => path.relative(OUT, path.join(entry.parentPath, entry.name)))
-	.sort()
-	.map(file => [file, statSync(path.join(OUT, file)).size]));
-writeFileSync(path.join(OUT, 'files.json'), `${JSON.stringify(manifest, null, '\t')}\n`);
+	.sort();
+writeFileSync(path.join(OUT, MANIFEST), `${JSON.stringify({package: 'graceful-cluster', files: Object.fromEntries(files.map(file => [file, statSync(path.join(OUT, file)).size]))}, null, '\t')}\n`);
 
 writeFileSync(INPUTS, `${JSON.stringify([...read].sort(), null, '\t')}\n`);

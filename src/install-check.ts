@@ -1,10 +1,10 @@
 /**
  * Whether the package's own files are all there, as the build wrote them.
  *
- * The bundle lists its files with their sizes (`files.json`, written by
- * scripts/bundle.js). A partial or truncated copy of the package (part of
- * dist/ copied into an image, a file cut short by a full disk) would otherwise
- * show late: a missing worker chunk as every worker crashing at start, a cut
+ * The bundle lists its code files with their sizes
+ * (`graceful-cluster-files.json`, written by scripts/bundle.js). A partial or
+ * truncated copy of the package (part of dist/ copied into an image, a file
+ * cut short by a full disk) would otherwise show late: a missing worker chunk as every worker crashing at start, a cut
  * pino-bundle.cjs as a worker throwing at its first log line, the drain's, and
  * cutting its requests. The primary checks every file before its first fork
  * (main.ts), and attach() the worker's own build (worker/index.ts), which may
@@ -23,13 +23,17 @@ import {fileURLToPath} from 'node:url';
 export function damagedFiles(list: URL, under = ''): string[] {
 	let sizes: Record<string, number>;
 	try {
-		sizes = JSON.parse(readFileSync(list, 'utf8')) as Record<string, number>;
-	} catch (error) {
-		if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+		const parsed = JSON.parse(readFileSync(list, 'utf8')) as {package?: unknown; files?: Record<string, number>};
+		// A file of that name that is not ours (the helper bundled into an app's own
+		// build, beside the app's files) says nothing about this package.
+		if (parsed?.package !== 'graceful-cluster' || typeof parsed.files !== 'object' || parsed.files === null) {
 			return [];
 		}
 
-		return [`${fileURLToPath(list)} (unreadable: ${(error as Error).message})`];
+		sizes = parsed.files;
+	} catch {
+		// None (the compiled tree), or not JSON: not ours to judge by.
+		return [];
 	}
 
 	const damaged: string[] = [];

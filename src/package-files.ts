@@ -18,7 +18,7 @@ export const PACKAGE_JSON = new URL('../../package.json', import.meta.url);
 export const HELP_FILE = new URL('help.txt', import.meta.url);
 
 /** The bundle's list of its files and their sizes (install-check.ts); absent in the compiled tree. */
-export const FILES_JSON = new URL('files.json', import.meta.url);
+export const FILES_JSON = new URL('graceful-cluster-files.json', import.meta.url);
 
 /** What every worker is started with (`node --import <this> app.js`): worker/bootstrap.ts, compiled. */
 export const BOOTSTRAP_URL = new URL('worker/bootstrap.js', import.meta.url).href;
