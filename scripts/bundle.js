@@ -78,7 +78,7 @@ const common = {
 
 /** The modules that find a file by URL from their own, each with the build that must keep it at its depth. */
 const FINDS_FILES = {
-	cli: ['src/package-files.ts'],
+	cli: ['src/package-files.ts', 'src/cli.ts'],
 	worker: ['src/worker/bootstrap.ts', 'src/worker/heartbeat.ts', 'src/worker/index.ts'],
 };
 /** src/pino.ts finds pino-bundle.cjs beside the chunk it lands in, in either build: a copy in each. */

@@ -27,11 +27,17 @@ if (printed !== undefined) {
 	process.exit(ExitCode.OK);
 }
 
-const {main} = await import('./main.js').catch((error: unknown) => {
-	// A file of the bundle missing (part of dist/ copied): main.ts's own check
-	// (install-check.ts) cannot run without it, so the same exit is given here.
-	if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND') {
-		process.stderr.write(`graceful-cluster: its installation is incomplete, so nothing was started: ${(error as Error).message}. Reinstall graceful-cluster with its dependencies (npm ci).\n`);
+const {main} = await import('./main.js').catch(async (error: unknown) => {
+	// A file of the bundle missing or cut short (part of dist/ copied): main.ts's
+	// own check (install-check.ts) cannot run without it, so it runs here, to
+	// name the file (a SyntaxError does not). Only our own modules load here,
+	// and as built they do parse.
+	if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' || error instanceof SyntaxError) {
+		// The list's URL from here (package-files.ts's FILES_JSON, the same place):
+		// importing that module here would cost a plain --version a file more.
+		const damaged = await import('./install-check.js')
+			.then(({damagedFiles}) => damagedFiles(new URL('graceful-cluster-files.json', import.meta.url)), () => []);
+		process.stderr.write(`graceful-cluster: its installation is incomplete, so nothing was started: ${damaged.length > 0 ? damaged.join('; ') : String(error)}. Reinstall graceful-cluster with its dependencies (npm ci).\n`);
 		process.exit(ExitCode.INCOMPLETE_INSTALL);
 	}
 

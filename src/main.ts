@@ -13,7 +13,7 @@ import {BOOTSTRAP_URL, FILES_JSON} from './package-files.js';
 import {pinoMissing} from './pino.js';
 import {Primary} from './primary/index.js';
 import {chooseLogFormat, prettySink} from './primary/log-format.js';
-import {LineOutput} from './primary/output.js';
+import {LineOutput, sharedLine} from './primary/output.js';
 
 export interface EarlySignals {
 	/** Signals that came while the modules loaded, in order. */
@@ -61,12 +61,14 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 
 	const {options, workerCount} = result;
 	const logFormat = chooseLogFormat(result.logFormat, process.stdout.isTTY === true, process.env);
-	// Shared by the logger and every worker's forwarder (output.ts).
+	// Shared by the logger and every worker's forwarder (output.ts); one line
+	// state for both when they are one file.
+	const line = sharedLine(1, 2);
 	const stdout = new LineOutput(logFormat.format === 'pretty' ? await prettySink(syncWriter(1), logFormat.colorize).catch((error: unknown) => {
 		exitIfNotInstalled(error, 'for pretty logs (--log-format pretty, the default on a terminal)');
 		throw error;
-	}) : syncWriter(1));
-	const stderr = new LineOutput(syncWriter(2));
+	}) : syncWriter(1), line);
+	const stderr = new LineOutput(syncWriter(2), line);
 	// Its lines wait until the workers are forked (logger.ts).
 	const {logger, release: writeHeldLines} = createHeldLogger({role: 'primary', level: options.logLevel, destination: stdout});
 	// Its constructor installs the signal handlers; then the held ones go, and

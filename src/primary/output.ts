@@ -12,6 +12,7 @@
  * parsed, the app's bytes in their order. That is also where a line-based log
  * puts the app's line: a line is there once it has ended, and ours ended first.
  */
+import {fstatSync} from 'node:fs';
 import type {Readable} from 'node:stream';
 import {OwnLines} from './own-lines.js';
 
@@ -42,10 +43,11 @@ export interface LineSink {
  * byte read per write.
  */
 export class LineOutput implements LineSink {
-	/** The writer that left the output mid-line, if one did. */
-	private midLine: object | undefined;
-
-	constructor(private readonly target: LineSink) {}
+	/**
+	 * `line.midLine`: the writer that left the output mid-line, if one did;
+	 * shared by stdout's and stderr's when both are one file (`sharedLine`).
+	 */
+	constructor(private readonly target: LineSink, private readonly line: LineState = {midLine: undefined}) {}
 
 	/** From the logger (pino calls `write(line)`), or from a forwarder, which says so. */
 	write(data: string | Buffer, from: object = this): unknown {
@@ -53,13 +55,31 @@ export class LineOutput implements LineSink {
 			return undefined;
 		}
 
-		if (this.midLine !== undefined && this.midLine !== from) {
+		if (this.line.midLine !== undefined && this.line.midLine !== from) {
 			this.target.write(NEWLINE_BYTES);
 		}
 
 		const last = typeof data === 'string' ? data.charCodeAt(data.length - 1) : data[data.length - 1];
-		this.midLine = last === NEWLINE ? undefined : from;
+		this.line.midLine = last === NEWLINE ? undefined : from;
 		return this.target.write(data);
+	}
+}
+
+export interface LineState {
+	midLine: object | undefined;
+}
+
+/**
+ * One line state for two descriptors that are one file (`2>&1`, a terminal,
+ * the journal), so that a piece left mid-line on one is mid-line on the
+ * other too; otherwise undefined, each its own.
+ */
+export function sharedLine(fd: number, other: number): LineState | undefined {
+	try {
+		const [a, b] = [fstatSync(fd), fstatSync(other)];
+		return a.dev === b.dev && a.ino === b.ino ? {midLine: undefined} : undefined;
+	} catch {
+		return undefined;
 	}
 }
 
@@ -72,6 +92,8 @@ export interface ForwarderOptions {
 
 export class LineForwarder {
 	private pending: Buffer<ArrayBufferLike> = EMPTY;
+	/** A piece of an overlong line is out, that line not ended yet: the output is mid-line. */
+	private pieceOut = false;
 	private readonly ownLines: OwnLines | undefined;
 	private readonly onLine: ((line: string) => void) | undefined;
 
@@ -105,7 +127,7 @@ export class LineForwarder {
 			const complete = bytes.subarray(0, last + 1);
 			// One search per chunk, not per line, and all the common case pays: about
 			// 0.1 µs a chunk (what the copy above costs a short one), 1 µs for 64 KiB.
-			const glued = this.ownLines?.gluedIn(complete);
+			const glued = this.ownLines?.gluedIn(complete, this.pieceOut);
 			if (glued === undefined) {
 				this.pass(complete);
 				bytes = bytes.subarray(last + 1);
@@ -114,8 +136,10 @@ export class LineForwarder {
 
 			// Our line comes out whole; the app's unfinished line stays held, and what
 			// followed ours goes on from its end, as the app wrote it.
-			const appLine = bytes.lastIndexOf(NEWLINE, glued.start - 1) + 1;
-			this.pass(Buffer.concat([bytes.subarray(0, appLine), bytes.subarray(glued.start, glued.end)]));
+			const appLine = glued.start === 0 ? 0 : bytes.lastIndexOf(NEWLINE, glued.start - 1) + 1;
+			// After a piece of the app's overlong line, ours starts a line of its own.
+			const before = appLine === 0 && this.pieceOut ? NEWLINE_BYTES : bytes.subarray(0, appLine);
+			this.pass(Buffer.concat([before, bytes.subarray(glued.start, glued.end)]));
 			bytes = Buffer.concat([bytes.subarray(appLine, glued.start), bytes.subarray(glued.end)]);
 		}
 
@@ -124,6 +148,7 @@ export class LineForwarder {
 			bytes = this.pending;
 			this.pending = EMPTY;
 			this.target.write(bytes, this);
+			this.pieceOut = true;
 			this.onLine?.(bytes.toString('utf8'));
 		}
 	}
@@ -131,6 +156,7 @@ export class LineForwarder {
 	/** Whole lines, out as they are. */
 	private pass(complete: Buffer): void {
 		this.target.write(complete, this);
+		this.pieceOut = false;
 		if (this.onLine) {
 			// Decoded for reading only (the crash report, a hung worker's stack); what went out is the bytes.
 			for (const line of complete.toString('utf8').split('\n')) {
@@ -146,6 +172,7 @@ export class LineForwarder {
 			const bytes = this.pending;
 			this.pending = EMPTY;
 			this.target.write(Buffer.concat([bytes, NEWLINE_BYTES]), this);
+			this.pieceOut = false;
 			this.onLine?.(bytes.toString('utf8'));
 		}
 	}

@@ -45,10 +45,12 @@ export class OwnLines {
 	/**
 	 * The first of this worker's lines in `complete` (whole lines: it ends with
 	 * a newline, and starts a line) that does not start a line of its own, or
-	 * undefined. One search for the marker over the bytes; a match costs a few
-	 * more byte reads only where one of our lines is.
+	 * undefined; `afterPiece`: a piece of the app's overlong line is out already
+	 * (output.ts), so even `complete`'s first byte is not the start of a line.
+	 * One search for the marker over the bytes; a match costs a few more byte
+	 * reads only where one of our lines is.
 	 */
-	gluedIn(complete: Buffer): OwnLine | undefined {
+	gluedIn(complete: Buffer, afterPiece = false): OwnLine | undefined {
 		for (let at = complete.indexOf(this.marker); at !== -1; at = complete.indexOf(this.marker, at + this.marker.length)) {
 			const before = complete.subarray(Math.max(0, at - LOOK_BACK), at).toString('latin1');
 			const found = LINE_START.exec(before);
@@ -57,7 +59,7 @@ export class OwnLines {
 			}
 
 			const start = at - found[0].length;
-			if (start > 0 && complete[start - 1] !== NEWLINE) {
+			if (start > 0 ? complete[start - 1] !== NEWLINE : afterPiece) {
 				const end = complete.indexOf(NEWLINE, at) + 1;
 				// Ours is one whole JSON object: the app's own JSON that holds an object
 				// shaped like ours (`{"audit":{"level":...,"pid":<this pid>,...}}`) is not.

@@ -97,7 +97,11 @@ const partialCopies: Array<[string, (bundle: string) => void, string[], RegExp]>
 	}, [], /\/dist\/bundle\/worker\/chunk-[\w-]+\.js \(missing\)/],
 	['the primary\'s main chunk missing', bundle => {
 		rmSync(path.join(bundle, mainChunk(bundle)));
-	}, [], /Cannot find module '\S+\/chunk-[\w-]+\.js'/],
+	}, [], /\/dist\/bundle\/chunk-[\w-]+\.js \(missing\)/],
+	['the primary\'s main chunk cut short (a SyntaxError, which names no file)', bundle => {
+		const file = path.join(bundle, mainChunk(bundle));
+		writeFileSync(file, readFileSync(file).subarray(0, -10));
+	}, [], /\/dist\/bundle\/chunk-[\w-]+\.js \(\d+ bytes; the build wrote \d+\)/],
 	['no node_modules: prom-client for --metrics', () => {}, ['--metrics', '127.0.0.1:9'], /the package prom-client, which it needs for --metrics, is not installed/],
 	['no node_modules: pino-pretty for pretty logs', () => {}, ['--log-format', 'pretty'], /the package pino-pretty, which it needs for pretty logs/],
 	['no node_modules: yargs for a command line the quick read leaves to it', () => {}, ['--workers=\'1\''], /the package yargs, which it needs to read this command line, is not installed/],

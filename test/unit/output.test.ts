@@ -3,7 +3,7 @@
 // worker's own log lines kept whole where the app left a line unfinished (found
 // by a hostile trial: `progress: 50%{"level":"info",...,"msg":"drain started"}`).
 import test from 'ava';
-import {LastLines, LineForwarder, LineOutput, type ForwarderOptions} from '../../src/primary/output.js';
+import {LastLines, LineForwarder, LineOutput, sharedLine, type ForwarderOptions} from '../../src/primary/output.js';
 import {OwnLines} from '../../src/primary/own-lines.js';
 import {findStack} from '../../src/primary/watchdog.js';
 import {HUNG_STACK_MESSAGE} from '../../src/protocol.js';
@@ -132,4 +132,28 @@ test('own lines: the app\'s JSON holding an object shaped like ours, with this p
 	const audit = `{"audit":${ours('user login').trim()}}\n`;
 	forwarder.push(audit);
 	t.is(text(), audit);
+});
+
+test('after a piece of the app\'s overlong line, the worker\'s own next line starts a line of its own (found by a hostile trial)', t => {
+	const out: Buffer[] = [];
+	const forwarder = new LineForwarder(new LineOutput({write: (data: string | Buffer) => out.push(Buffer.from(data))}), {workerPid: PID});
+	const piece = `\r${'x'.repeat(1024 * 1024 + 10)}`;
+	forwarder.push(piece);
+	forwarder.push(ours('drain started'));
+	forwarder.push('\rmore\n');
+	t.deepEqual(Buffer.concat(out).toString('utf8').split('\n'), [piece, ours('drain started').trim(), '\rmore', '']);
+});
+
+test('stdout and stderr that are one file share their line: a piece left on one is ended before the other writes (found by a hostile trial: 2>&1)', t => {
+	const out: string[] = [];
+	const line = {midLine: undefined};
+	const stdout = new LineOutput({write: (data: string | Buffer) => out.push(String(data))}, line);
+	const stderr = new LineOutput({write: (data: string | Buffer) => out.push(String(data))}, line);
+	const appErrors = new LineForwarder(stderr);
+	appErrors.push('E'.repeat(1024 * 1024 + 1));
+	stdout.write(ours('worker listening', 1));
+	t.deepEqual(out.join('').split('\n'), ['E'.repeat(1024 * 1024 + 1), ours('worker listening', 1).trim(), '']);
+	t.is(sharedLine(1, 1)?.midLine, undefined, 'one descriptor is one file');
+	t.truthy(sharedLine(1, 1));
+	t.is(sharedLine(1, 12_345), undefined, 'a descriptor that is not open shares nothing');
 });
