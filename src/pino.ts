@@ -17,32 +17,38 @@
  */
 import {existsSync, readFile, readFileSync} from 'node:fs';
 import path from 'node:path';
-import {fileURLToPath} from 'node:url';
+import {fileURLToPath, pathToFileURL} from 'node:url';
 import type * as Pino from 'pino';
 
 /** The bundle's file name; scripts/bundle.js writes it beside each entry's chunks. */
 export const PINO_BUNDLE = 'pino-bundle.cjs';
-const bundled = new URL(PINO_BUNDLE, import.meta.url);
-/** The bundle's text; null: there is none (dist/src/); undefined: not read yet. */
+// Undefined where a bundler put this module into an app's own CommonJS build
+// (esbuild leaves `import.meta` empty there): no bundle of ours is beside it,
+// and pino comes from the app's node_modules, found from its main script.
+const bundled = (import.meta.url as string | undefined) ? new URL(PINO_BUNDLE, import.meta.url) : undefined;
+const requireFrom = bundled ?? pathToFileURL(process.argv[1] ?? path.join(process.cwd(), 'index.js'));
+/** The bundle's text; null: there is none (dist/src/, an app's build); undefined: not read yet. */
 let text: Buffer | null | undefined;
 let loaded: typeof Pino.pino | undefined;
 
 const readText = (): Buffer | null => {
-	text ??= readIfThere(bundled);
+	text ??= bundled ? readIfThere(bundled) : null;
 	return text;
 };
 
-readFile(bundled, (error, data) => {
-	// Another error is left to the first line's read, to throw there.
-	if (error === null || error.code === 'ENOENT') {
-		text ??= error === null ? data : null;
-	}
-});
+if (bundled) {
+	readFile(bundled, (error, data) => {
+		// Another error is left to the first line's read, to throw there.
+		if (error === null || error.code === 'ENOENT') {
+			text ??= error === null ? data : null;
+		}
+	});
+}
 
 export function loadPino(): typeof Pino.pino {
 	if (loaded === undefined) {
 		const source = readText();
-		const requireHere = process.getBuiltinModule('node:module').createRequire(bundled);
+		const requireHere = process.getBuiltinModule('node:module').createRequire(requireFrom);
 		loaded = (source === null ? requireHere('pino') as typeof Pino : runCommonJs(source, requireHere) as typeof Pino).pino;
 	}
 
@@ -58,10 +64,19 @@ export function loadPino(): typeof Pino.pino {
  * then throw at its first log line, the drain's, and cut its requests.
  */
 export function pinoMissing(others: readonly string[]): string[] {
-	return [bundled, ...others.map(href => new URL(PINO_BUNDLE, href))]
-		.filter(url => !existsSync(url) && !resolvesPino(url))
-		.map(url => `${fileURLToPath(url)} (missing: pino, its logger, and no pino package resolves from there either)`);
+	const missing = others.map(href => new URL(PINO_BUNDLE, href)).filter(url => !existsSync(url) && !resolvesPino(url)).map(url => missingBundle(url));
+	if (bundled === undefined) {
+		if (!resolvesPino(requireFrom)) {
+			missing.unshift(`pino, its logger (no pino package resolves from ${fileURLToPath(requireFrom)})`);
+		}
+	} else if (!existsSync(bundled) && !resolvesPino(bundled)) {
+		missing.unshift(missingBundle(bundled));
+	}
+
+	return missing;
 }
+
+const missingBundle = (url: URL): string => `${fileURLToPath(url)} (missing: pino, its logger, and no pino package resolves from there either)`;
 
 function resolvesPino(from: URL): boolean {
 	try {
@@ -86,7 +101,7 @@ function readIfThere(url: URL): Buffer | null {
 
 /** What `require()` does with a CommonJS file, from text already read; `requireHere` serves its require() of Node's modules. */
 function runCommonJs(source: Buffer, requireHere: NodeJS.Require): unknown {
-	const filename = fileURLToPath(bundled);
+	const filename = fileURLToPath(bundled!);
 	const {compileFunction} = process.getBuiltinModule('node:vm');
 	const wrapper = compileFunction(source.toString(), ['exports', 'require', 'module', '__filename', '__dirname'], {filename});
 	const module = {exports: {} as unknown};

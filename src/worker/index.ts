@@ -95,7 +95,8 @@ function setUp(): ProcessDrain {
 	// The helper the app loaded may be its own copy of the package, not the CLI's:
 	// a partial one is said now, as the app starts, rather than at its drain, when
 	// its logger would fail at the first line and cut the requests in flight.
-	const damaged = damagedFiles(new URL('../graceful-cluster-files.json', import.meta.url), 'worker/');
+	// No URL of its own where a bundler put it into the app's CommonJS build (pino.ts).
+	const damaged = (import.meta.url as string | undefined) ? damagedFiles(new URL('../graceful-cluster-files.json', import.meta.url), 'worker/') : [];
 	// The compiled tree has no list of its files: its logger, then.
 	if (damaged.length === 0) {
 		damaged.push(...pinoMissing([]));

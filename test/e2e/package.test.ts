@@ -59,6 +59,21 @@ for (const kind of ['esm', 'cjs'] as const) {
 	});
 }
 
+test.serial('installed package: an app bundled into one CommonJS file with the helper inlined (esbuild) starts, logs and drains (found by a hostile trial: "Invalid URL" at load)', async t => {
+	// esbuild leaves `import.meta` empty in CommonJS output: the helper then has no
+	// files of its own beside it, and finds pino from the app's main script.
+	execFileSync(path.join(ROOT, 'node_modules/.bin/esbuild'), ['server.cjs', '--bundle', '--platform=node', '--format=cjs', '--log-level=error', '--outfile=bundled.cjs'], {cwd: app});
+	t.true(readFileSync(path.join(app, 'bundled.cjs'), 'utf8').includes('function attach('), 'the helper is inlined');
+	const bin = path.join(app, 'node_modules/.bin/graceful-cluster');
+	const cluster = start(t, [bin, '-w', '1', '--reject-period', '300ms', 'bundled.cjs'], {command: process.execPath, cwd: app});
+	const listening = await cluster.waitForLog('worker listening');
+	t.is((await client(url(Number(String(listening['address']).split(':').pop()), '/'))).body, 'cjs');
+	cluster.kill('SIGTERM');
+	t.is((await cluster.exited).code, 0, cluster.text());
+	t.truthy(cluster.lines.find(line => line.role === 'worker' && line.msg === 'drain started'), 'the worker\'s logger loaded');
+	t.like(cluster.lines.find(line => line.msg === 'user hook'), {kind: 'cjs'});
+});
+
 test('installed package: npm installs the tarball without asking to review an install script', t => {
 	// npm 11 counts a `prepare` script among the install scripts of a dependency that does
 	// not come from a registry (a tarball, a git URL), and asks for a review, although it
