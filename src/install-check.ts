@@ -14,6 +14,18 @@
  */
 import {readFileSync, statSync} from 'node:fs';
 import {fileURLToPath} from 'node:url';
+import {pinoMissing} from './pino.js';
+
+/**
+ * What keeps this copy of the package from running, one phrase each: the
+ * files `list` names (those under `under`); where there is no list (the
+ * compiled tree; an app's own build, which has no URL of its own), whether
+ * its logger loads, here and beside `others` (pino.ts). Empty when all is well.
+ */
+export function installProblems(list: URL | undefined, {under = '', others = []}: {readonly under?: string; readonly others?: readonly string[]} = {}): string[] {
+	const damaged = list === undefined ? [] : damagedFiles(list, under);
+	return damaged.length > 0 ? damaged : pinoMissing(others);
+}
 
 /**
  * What is wrong with the files `list` names (those under `under` only), one

@@ -2,15 +2,12 @@
  * The command after its signals are held (cli.ts): parse, start the primary,
  * exit with the code it settles on (exit-codes.ts). No logic of its own.
  */
-import {existsSync} from 'node:fs';
-import {fileURLToPath} from 'node:url';
 import {quickParseArgs, type ParseResult} from './command-line.js';
 import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
 import {createHeldLogger, syncWriter} from './logger.js';
-import {damagedFiles} from './install-check.js';
+import {installProblems} from './install-check.js';
 import {BOOTSTRAP_URL, FILES_JSON} from './package-files.js';
-import {pinoMissing} from './pino.js';
 import {Primary} from './primary/index.js';
 import {chooseLogFormat, prettySink} from './primary/log-format.js';
 import {LineOutput, sharedLine} from './primary/output.js';
@@ -46,15 +43,7 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 	// A partial or truncated copy of the package (part of dist/ copied into an
 	// image) is said here, before the app runs: found later, a worker without its
 	// logger would throw at its first line, the drain's, and cut its requests.
-	const damaged = damagedFiles(FILES_JSON);
-	// The compiled tree has no list of its files: what the workers need, then.
-	if (damaged.length === 0) {
-		damaged.push(
-			...(existsSync(new URL(BOOTSTRAP_URL)) ? [] : [`${fileURLToPath(BOOTSTRAP_URL)} (missing: the worker bootstrap)`]),
-			...pinoMissing([BOOTSTRAP_URL]),
-		);
-	}
-
+	const damaged = installProblems(FILES_JSON, {others: [BOOTSTRAP_URL]});
 	if (damaged.length > 0) {
 		exitIncomplete(damaged.join('; '));
 	}

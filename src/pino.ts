@@ -58,25 +58,17 @@ export function loadPino(): typeof Pino.pino {
 /**
  * Where a logger could not be made: this module's place and `others` (the
  * worker bootstrap's, given by the primary), each as the path of its missing
- * bundle and what is wrong. Asked once, at the start of the primary (main.ts)
- * and of the helper (worker/index.ts), where the compiled tree has no list of
- * its files (install-check.ts): a worker without pino would serve normally,
- * then throw at its first log line, the drain's, and cut its requests.
+ * bundle and what is wrong. For a copy of the package without a list of its
+ * files (install-check.ts): a worker without pino would serve normally, then
+ * throw at its first log line, the drain's, and cut its requests.
  */
 export function pinoMissing(others: readonly string[]): string[] {
-	const missing = others.map(href => new URL(PINO_BUNDLE, href)).filter(url => !existsSync(url) && !resolvesPino(url)).map(url => missingBundle(url));
-	if (bundled === undefined) {
-		if (!resolvesPino(requireFrom)) {
-			missing.unshift(`pino, its logger (no pino package resolves from ${fileURLToPath(requireFrom)})`);
-		}
-	} else if (!existsSync(bundled) && !resolvesPino(bundled)) {
-		missing.unshift(missingBundle(bundled));
-	}
-
-	return missing;
+	const bundles = [...(bundled ? [bundled] : []), ...others.map(href => new URL(PINO_BUNDLE, href))];
+	const missing = bundles.filter(url => !existsSync(url) && !resolvesPino(url))
+		.map(url => `${fileURLToPath(url)} (missing: pino, its logger, and no pino package resolves from there either)`);
+	// Inside an app's own build: from the app, as loadPino() takes it.
+	return bundled === undefined && !resolvesPino(requireFrom) ? [`pino, its logger (no pino package resolves from ${fileURLToPath(requireFrom)})`, ...missing] : missing;
 }
-
-const missingBundle = (url: URL): string => `${fileURLToPath(url)} (missing: pino, its logger, and no pino package resolves from there either)`;
 
 function resolvesPino(from: URL): boolean {
 	try {

@@ -9,9 +9,8 @@
  */
 import net from 'node:net';
 import {systemClock} from '../clock.js';
-import {damagedFiles} from '../install-check.js';
+import {installProblems} from '../install-check.js';
 import {createLazyLogger, logLevelFromEnv} from '../logger.js';
-import {pinoMissing} from '../pino.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
 import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
@@ -96,12 +95,7 @@ function setUp(): ProcessDrain {
 	// a partial one is said now, as the app starts, rather than at its drain, when
 	// its logger would fail at the first line and cut the requests in flight.
 	// No URL of its own where a bundler put it into the app's CommonJS build (pino.ts).
-	const damaged = (import.meta.url as string | undefined) ? damagedFiles(new URL('../graceful-cluster-files.json', import.meta.url), 'worker/') : [];
-	// The compiled tree has no list of its files: its logger, then.
-	if (damaged.length === 0) {
-		damaged.push(...pinoMissing([]));
-	}
-
+	const damaged = installProblems((import.meta.url as string | undefined) ? new URL('../graceful-cluster-files.json', import.meta.url) : undefined, {under: 'worker/'});
 	if (damaged.length > 0) {
 		throw new Error(`graceful-cluster/worker: its installation is incomplete: ${damaged.join('; ')}. Reinstall graceful-cluster with its dependencies (npm ci).`);
 	}
