@@ -24,7 +24,7 @@ import type {DrainSummary, NoticeCode} from '../protocol.js';
 import type {WorkerSettings} from '../settings.js';
 import {rejectEndsAt, type Timeline} from '../timeline.js';
 import {createFilter} from './create-filter.js';
-import type {DrainableServer, ServerFilter} from './filter.js';
+import {LINGER_MS, type DrainableServer, type ServerFilter} from './filter.js';
 import {modeFor, stopsAccepting, type Phase, type PhaseName} from './phase.js';
 import type {AppShutdown, AppShutdownEnd} from './app-shutdown.js';
 import {namedHooks, runHooks, type ShutdownHook} from './hooks.js';
@@ -94,6 +94,8 @@ export class ProcessDrain {
 	private startedAt = 0;
 	/** `clock.now()` at which the deadline kills this process; unknown in a retire. */
 	private deadlineAt: number | undefined;
+	/** The connections left were told to close (`closeIfIdle`); once per drain. */
+	private connectionsClosed = false;
 	private readonly progress: DrainProgress;
 	/** Requests counted by filters since taken off. */
 	private detachedRequests = 0;
@@ -446,15 +448,31 @@ export class ProcessDrain {
 		const leaving = phase.name === 'closing' || (phase.name === 'retiring' && !phase.lingering);
 		if (leaving && this.inflight === 0 && this.longLivedSettled()) {
 			// Whatever is still connected has no request in flight: an idle
-			// keep-alive socket that went idle after `close()`, or a client that
-			// never finished sending its headers (slowloris). Neither may hold the
-			// drain past its phases.
-			for (const filter of this.filters) {
-				filter.closeConnections();
+			// keep-alive socket that went idle after `close()`, one whose last
+			// response is still on its way to a slow client, or a client that
+			// never finished sending its headers (slowloris). Each is closed
+			// gracefully, within a bound, and the drain waits for that: the
+			// app's shutdown (which may exit the process) comes after, and the
+			// summary counts a drain 503 still being written behind a response.
+			if (!this.connectionsClosed) {
+				this.connectionsClosed = true;
+				const lingerMs = this.lingerMs();
+				for (const filter of this.filters) {
+					filter.closeConnections(lingerMs);
+				}
+			}
+
+			if (this.filters.some(filter => filter.closingConnections > 0)) {
+				return;
 			}
 
 			this.enter({name: 'hooks', startedAt: this.clock.now()});
 		}
+	}
+
+	/** How long the connections left may linger (filter.ts LINGER_MS), leaving half the time to the deadline for the app's shutdown. */
+	private lingerMs(): number {
+		return this.deadlineAt === undefined ? LINGER_MS : Math.max(0, Math.min(LINGER_MS, (this.deadlineAt - this.clock.now()) / 2));
 	}
 
 	private startHooks(): void {

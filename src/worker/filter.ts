@@ -66,6 +66,14 @@ export interface FilterOptions {
 	readonly onIdle: () => void;
 }
 
+/**
+ * How long a connection closed at the drain's end may linger, at most:
+ * Apache's lingering close reads for 2 s (nginx's `lingering_time` allows 30).
+ * A client that reads what it was sent closes its side within a round trip
+ * after our FIN; this bounds one that does not, or keeps sending.
+ */
+export const LINGER_MS = 2000;
+
 export interface ServerFilter extends Counts {
 	readonly server: net.Server;
 	/**
@@ -79,8 +87,15 @@ export interface ServerFilter extends Counts {
 	 * their next request (a reload's linger); otherwise close the idle ones now.
 	 */
 	stopAccepting(keepIdle: boolean): void;
-	/** Closes every connection left; called once nothing is in flight. */
-	closeConnections(): void;
+	/**
+	 * Closes every connection left, called once nothing is in flight:
+	 * gracefully, so that what a connection still has to send reaches its
+	 * client (http1-connections.ts `closeLingering`), within `lingerMs`.
+	 * `onIdle` is called when the last of them has closed.
+	 */
+	closeConnections(lingerMs?: number): void;
+	/** Connections `closeConnections()` is closing that have not closed yet. */
+	readonly closingConnections: number;
 	/**
 	 * Moves responses in flight that turned out to be long-lived (event streams)
 	 * from `inflight` to `streams`. Called at drain time (each phase change and

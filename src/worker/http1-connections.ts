@@ -10,8 +10,9 @@
  * pipelined request, a request during the drain): nothing per request while
  * serving.
  */
-import type {IncomingMessage, ServerResponse} from 'node:http';
+import http, {type IncomingMessage, type ServerResponse} from 'node:http';
 import type {Socket} from 'node:net';
+import {ignoreError} from './long-lived.js';
 
 /**
  * On a connection: the last app response that arrived while an earlier one
@@ -126,4 +127,83 @@ export function closeKeepingUnflushed(open: readonly ServerResponse[], close: ()
 			response.finished = true;
 		}
 	}
+}
+
+/** Node's key for an http.Server's own list of its connections (what `closeAllConnections()` walks); found once. */
+let connectionsKey: symbol | undefined;
+
+/**
+ * The sockets of `server`'s connections, from Node's own list; undefined when
+ * the server keeps none (an HTTP/2 server with `allowHTTP1`) or a Node version
+ * keeps it under another name. At the drain's end only.
+ */
+export function connectionsOf(server: http.Server): Socket[] | undefined {
+	connectionsKey ??= Object.getOwnPropertySymbols(server).find(key => key.description === 'http.server.connections');
+	const list = connectionsKey === undefined ? undefined : (server as unknown as Record<symbol, {all?: () => Array<{socket?: Socket | null}>} | undefined>)[connectionsKey];
+	if (typeof list?.all !== 'function') {
+		return undefined;
+	}
+
+	const sockets: Socket[] = [];
+	for (const connection of list.all()) {
+		if (connection.socket && !connection.socket.destroyed) {
+			sockets.push(connection.socket);
+		}
+	}
+
+	return sockets;
+}
+
+/**
+ * Closes a connection with nothing in flight without losing what it still has
+ * to send: a FIN after the bytes still queued, then what the client still
+ * sends is read and dropped (a request parsed from it is never processed:
+ * `claimLast`) until the client closes its side, or `lingerMs` at most.
+ * `destroy()` instead closes the socket at once, and Linux answers a close
+ * with unread bytes in the receive buffer (the body of a POST the app never
+ * read, a request pipelined behind the last response) with a reset, which
+ * throws away the tail of the last response still in the send buffer: a
+ * slow reader got 7.3 of 10 MB, and the drain read clean. `closed` is called
+ * once the socket has closed.
+ */
+export function closeLingering(socket: Socket, lingerMs: number, closed: () => void): void {
+	(socket as TrackedSocket)[CLOSING] = true;
+	const timer = setTimeout(() => {
+		// Bytes Node still holds (a drain 503 queued behind a response to a slow
+		// reader) are written first, as a response in flight would be: bounded
+		// by the deadline, not by the linger.
+		if (socket.writableFinished) {
+			socket.destroy();
+		} else {
+			socket.once('finish', () => socket.destroy());
+		}
+	}, lingerMs);
+	socket.once('close', () => {
+		clearTimeout(timer);
+		closed();
+	});
+	socket.on('error', ignoreError);
+	// Both sides ended, the socket destroys itself (autoDestroy): the client's
+	// FIN means it has nothing more to send, so the close is clean.
+	socket.end();
+	socket.resume();
+}
+
+/**
+ * Closes `server`'s connections as `closeLingering` does; returns how many
+ * are closing (`closed` is called for each). Where Node keeps no list of
+ * them, `closeAllConnections()` destroys what it tracks, as before.
+ */
+export function closeAllLingering(server: http.Server, lingerMs: number, closed: () => void): number {
+	const sockets = connectionsOf(server);
+	if (sockets === undefined) {
+		http.Server.prototype.closeAllConnections.call(server);
+		return 0;
+	}
+
+	for (const socket of sockets) {
+		closeLingering(socket, lingerMs, closed);
+	}
+
+	return sockets.length;
 }

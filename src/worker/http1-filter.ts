@@ -21,8 +21,8 @@
  */
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net, {type Socket} from 'node:net';
-import {claimServer, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
-import {claimLast, closeAfterLast, closeKeepingUnflushed, watchQueued} from './http1-connections.js';
+import {claimServer, LINGER_MS, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
+import {claimLast, closeAfterLast, closeAllLingering, closeKeepingUnflushed, watchQueued} from './http1-connections.js';
 import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
 import {Ledger} from './ledger.js';
@@ -131,6 +131,15 @@ export class RequestFilter implements ServerFilter {
 	/** True while `intercept` runs for a `'checkContinue'`: no body is coming until we say so. */
 	private expectingContinue = false;
 	private readonly isOpen = (response: ServerResponse): boolean => this.ledger.has(response);
+	/** Connections `closeConnections()` is closing that have not closed yet. */
+	private closing = 0;
+	private readonly connectionClosed = (): void => {
+		this.closing--;
+		if (this.closing === 0) {
+			this.options.onIdle();
+		}
+	};
+
 	/** The mode as the probes read it when their checks are done; made once. */
 	private readonly currentMode = (): Mode => this.mode;
 
@@ -284,10 +293,19 @@ export class RequestFilter implements ServerFilter {
 
 	/**
 	 * Whatever is still connected has no request in flight: an idle keep-alive
-	 * socket, or a client that never finished sending its headers (slowloris).
+	 * socket, one whose last response is still on its way to the client, or a
+	 * client that never finished sending its headers (slowloris). Each gets a
+	 * FIN after what it still has to send, and is destroyed when the client
+	 * closes its side, or after `lingerMs` (http1-connections.ts
+	 * `closeLingering`); `closingConnections` counts them until then.
 	 */
-	closeConnections(): void {
-		this.server.closeAllConnections();
+	closeConnections(lingerMs = LINGER_MS): void {
+		this.closing += closeAllLingering(this.server, lingerMs, this.connectionClosed);
+	}
+
+	/** Connections `closeConnections()` is closing that have not closed yet. */
+	get closingConnections(): number {
+		return this.closing;
 	}
 
 	sortLongLived(): void {

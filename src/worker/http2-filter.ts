@@ -15,7 +15,7 @@
  *
  * With `allowHTTP1`, HTTP/1.1 requests arrive on the same server as `'request'`
  * events of node:http's own IncomingMessage/ServerResponse: they go to a
- * RequestFilter (Http1Fallback) composed in here, so they get the HTTP/1.1
+ * RequestFilter composed in here, so they get the HTTP/1.1
  * treatment unchanged, and the HTTP/1.1 hot path pays nothing for HTTP/2.
  * `'checkContinue'` (`Expect: 100-continue`; emitted because RequestFilter
  * listens for it) is routed by protocol: HTTP/2 ones get Node's default (a 100,
@@ -23,7 +23,7 @@
  *
  * Per stream: no closure, no allocation (the rules of http1-filter.ts).
  */
-import http from 'node:http';
+import type http from 'node:http';
 import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, Http2ServerRequest, Http2ServerResponse, OutgoingHttpHeaders, ServerHttp2Session, ServerHttp2Stream} from 'node:http2';
 import {Mode, type FilterOptions, type ServerFilter} from './filter.js';
 import {REJECT_BODY, RequestFilter, RETIRE_UPGRADE_BODY} from './http1-filter.js';
@@ -84,18 +84,6 @@ function endStream(stream: ServerHttp2Stream): void {
 	}
 }
 
-/**
- * HTTP/1.1 on an HTTP/2 server (`allowHTTP1`): RequestFilter's treatment. Node
- * tracks those connections as http.Server does, but the HTTP/2 server has no
- * `closeAllConnections()` of its own: http.Server's is borrowed (a no-op when
- * nothing is tracked, as on `http2.createServer()`).
- */
-class Http1Fallback extends RequestFilter {
-	override closeConnections(): void {
-		http.Server.prototype.closeAllConnections.call(this.server);
-	}
-}
-
 type EmitStream = (this: Http2AnyServer, event: 'stream', stream: unknown, headers: unknown, flags: unknown, rawHeaders: unknown) => boolean;
 type EmitRequest = (this: Http2AnyServer, event: 'request' | 'checkContinue', request: unknown, response: unknown) => boolean;
 
@@ -106,7 +94,13 @@ export class Http2Filter implements ServerFilter {
 	private readonly arrivals: Arrivals;
 	private readonly sessions = new Sessions();
 	private mode: Mode = Mode.SERVING;
-	private readonly http1: Http1Fallback;
+	/**
+	 * HTTP/1.1 on an HTTP/2 server (`allowHTTP1`): RequestFilter's treatment.
+	 * Node keeps no list of those connections on an HTTP/2 server, so what
+	 * `closeConnections()` closes of them is what http.Server's
+	 * `closeAllConnections()` finds (nothing, on Node 20); the sessions are closed here.
+	 */
+	private readonly http1: RequestFilter;
 	private readonly ownEmit: Http2AnyServer['emit'];
 	private readonly rejectHeaders: OutgoingHttpHeaders;
 	private readonly eventStreamBody: Buffer;
@@ -118,7 +112,7 @@ export class Http2Filter implements ServerFilter {
 		// First, so that a second attach() of this server throws before anything is installed.
 		// One telemetry for both protocols of the server.
 		this.arrivals = options.arrivals ?? new Arrivals(inBackground(systemClock));
-		this.http1 = new Http1Fallback(server as unknown as http.Server, {...options, arrivals: this.arrivals});
+		this.http1 = new RequestFilter(server as unknown as http.Server, {...options, arrivals: this.arrivals});
 		this.ledger = new Ledger(() => {
 			// The HTTP/1.1 requests of an `allowHTTP1` server count too.
 			if (this.inflight === 0) {
@@ -249,9 +243,13 @@ export class Http2Filter implements ServerFilter {
 	}
 
 	/** Nothing is in flight: every session and HTTP/1.1 connection left is closed. */
-	closeConnections(): void {
-		this.http1.closeConnections();
+	closeConnections(lingerMs?: number): void {
+		this.http1.closeConnections(lingerMs);
 		this.sessions.raiseFloor('destroyed');
+	}
+
+	get closingConnections(): number {
+		return this.http1.closingConnections;
 	}
 
 	uninstall(): void {

@@ -138,3 +138,34 @@ test('undici pipelining 8 GETs in flight across a SIGHUP reload: none executed t
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());
 });
+
+test('a drain 503 queued behind a response still being written to a slow reader on the same keep-alive connection is delivered, then the close, and is counted in rejected', async t => {
+	// No shutdown hook: the worker's summary is taken the moment the drain is done.
+	const app = await startCluster(t, ['--reject-period', '400ms', '--grace-period', '20s'], fixture('app.mjs'), {workers: 1, env: {FIXTURE_NO_HOOKS: '1'}});
+	const connection = await RawConnection.open(app.port);
+	t.teardown(() => {
+		connection.close();
+	});
+	// Its headers are out (keep-alive) before the signal; its 8 MB body comes
+	// after the reject phase and fills the socket's buffers, so the drain goes
+	// idle once the body is handed to the kernel, with the 503 behind it still
+	// waiting to be written.
+	connection.socket.write('GET /trickle?ms=1200&mb=8 HTTP/1.1\r\nHost: x\r\n\r\n');
+	await app.waitForLog('fixture request started');
+	app.kill('SIGTERM');
+	await app.waitForLog(isWorkerLine('rejecting new requests'));
+	connection.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+	// About 4 MB/s.
+	connection.socket.on('data', () => {
+		connection.socket.pause();
+		setTimeout(() => connection.socket.resume(), 15);
+	});
+	const responses = await readAll(connection);
+	t.deepEqual(responses.map(response => response.status), [200, 503]);
+	t.is(responses[0]!.body.length, 5 + (8 * 1024 * 1024));
+	t.is(responses[1]!.headers['connection'], 'close');
+	t.is(await connection.closedByServer(), 'fin');
+	t.is((await app.exited).code, 0, app.text());
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', served: 1, rejected: 1, aborted: 0});
+	t.like(app.lines.find(isWorkerLine('worker drained')), {served: 1, rejected: 1});
+});
