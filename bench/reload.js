@@ -133,7 +133,7 @@ function deploy() {
 	const pkg = path.join(dir, 'node_modules/graceful-cluster');
 	mkdirSync(pkg, {recursive: true});
 	writeFileSync(path.join(pkg, 'package.json'), JSON.stringify({name: 'graceful-cluster', type: 'module', exports: {'./worker': './dist/src/worker/index.js'}}));
-	// Node follows the link to the build, whose own imports (pino) resolve from the repository.
+	// Node follows the link to the build, whose own imports (p-event) resolve from the repository.
 	symlinkSync(dist, path.join(pkg, 'dist'));
 	const current = path.join(dir, 'current');
 	let release;

@@ -6,7 +6,7 @@
 // nothing to do stays under a second.
 //
 // Why a bundle: Node loads an ES module tree file by file, and a start reads some
-// 120 of them (our ~60, pino's ~25, p-event's). One file per
+// some 70 of them (our ~60, p-event's). One file per
 // entry, plus a chunk or two, starts the primary and each worker tens of
 // milliseconds sooner (bench/startup.js). package.json's bin and exports point
 // here; dist/src/ stays the compiled tree the unit tests import, with the
@@ -21,12 +21,6 @@
 // --help and complaints about an option, args.ts; it also reads its own locale
 // files by path), prom-client (only with --metrics) and pino-pretty (only for
 // pretty logs). Both stay lazy: a dynamic import() is its own chunk here.
-//
-// pino is a file of its own, pino-bundle.cjs, beside each build's chunks:
-// src/pino.ts reads its text at once and compiles it at the first log line, so
-// a worker that logs nothing until its drain does not compile it at start.
-// Minified (names kept): pino's code is not ours to read in a stack trace, and
-// a third less text compiles a third sooner.
 import {execFileSync} from 'node:child_process';
 import {copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs';
 import path from 'node:path';
@@ -40,7 +34,7 @@ const INPUTS = path.join(ROOT, 'dist/bundle-inputs.json');
 /** What the outputs depend on besides the bundled modules, root-relative. */
 const ALSO_READ = ['package.json', 'tsconfig.json', 'scripts/bundle.js', 'scripts/write-help.js', 'node_modules/yargs/package.json', 'dist/src/worker/index.cjs'];
 /** What must be there for a skip. */
-const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.js', 'dist/bundle/pino-bundle.cjs', 'dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs', 'dist/bundle/worker/pino-bundle.cjs'];
+const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.js', 'dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs'];
 
 /** True when the last run's outputs are all there and no file it read is newer than its list. */
 function upToDate() {
@@ -70,7 +64,7 @@ const common = {
 	// Names as written: stack traces and any `.name` read at run time stay as in the compiled tree.
 	keepNames: true,
 	chunkNames: 'chunk-[hash]',
-	external: ['yargs', 'prom-client', 'pino-pretty', 'pino'],
+	external: ['yargs', 'prom-client', 'pino-pretty'],
 	metafile: true,
 	logLevel: 'warning',
 	absWorkingDir: ROOT,
@@ -81,8 +75,6 @@ const FINDS_FILES = {
 	cli: ['src/package-files.ts', 'src/cli.ts'],
 	worker: ['src/worker/bootstrap.ts', 'src/worker/heartbeat.ts', 'src/worker/index.ts'],
 };
-/** src/pino.ts finds pino-bundle.cjs beside the chunk it lands in, in either build: a copy in each. */
-const PINO_BUNDLE = 'pino-bundle.cjs';
 
 const builds = {
 	cli: {entryPoints: {cli: 'src/cli.ts'}, outdir: OUT, base: 'src'},
@@ -117,39 +109,16 @@ for (const [name, {entryPoints, outdir, base}] of Object.entries(builds)) {
 		}
 	}
 
-	// No CommonJS code is bundled into the chunks (pino, the one there was, is a
-	// file of its own): esbuild would turn its require() of Node's modules into a
-	// stub that throws at run time. A banner making a real require() for every
+	// No CommonJS code is bundled into the chunks: esbuild would turn its
+	// require() of Node's modules into a stub that throws at run time. A banner making a real require() for every
 	// chunk cost each process about half a millisecond per chunk, so the build
 	// refuses such code instead.
 	for (const file of Object.keys(metafile.outputs)) {
 		if (file.endsWith('.js') && readFileSync(path.join(ROOT, file), 'utf8').includes('__require')) {
-			process.stderr.write(`bundle: ${file} holds CommonJS code that calls require(); bundle it as a file of its own, as pino is, or keep the package external\n`);
+			process.stderr.write(`bundle: ${file} holds CommonJS code that calls require(); keep the package external, or load it with createRequire()\n`);
 			process.exit(1);
 		}
 	}
-}
-
-// pino, once for each build's directory (see the header).
-const pinoBundle = await build({
-	entryPoints: ['node_modules/pino/pino.js'],
-	bundle: true,
-	format: 'cjs',
-	platform: 'node',
-	target: common.target,
-	keepNames: true,
-	minifyWhitespace: true,
-	minifySyntax: true,
-	write: false,
-	metafile: true,
-	logLevel: 'warning',
-	absWorkingDir: ROOT,
-	outfile: PINO_BUNDLE,
-});
-noteInputs(pinoBundle.metafile);
-
-for (const {outdir} of Object.values(builds)) {
-	writeFileSync(path.join(outdir, PINO_BUNDLE), pinoBundle.outputFiles[0].contents);
 }
 
 // What the bundle reads beside its code: the prebuilt --help (print-only.ts, when

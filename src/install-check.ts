@@ -4,9 +4,10 @@
  * The bundle lists its code files with their sizes
  * (`graceful-cluster-files.json`, written by scripts/bundle.js). A partial or
  * truncated copy of the package (part of dist/ copied into an image, a file
- * cut short by a full disk) would otherwise show late: a missing worker chunk as every worker crashing at start, a cut
- * pino-bundle.cjs as a worker throwing at its first log line, the drain's, and
- * cutting its requests. The primary checks every file before its first fork
+ * cut short by a full disk) would otherwise show late: a missing worker chunk
+ * as every worker crashing at start, or a chunk that loads only at the drain
+ * as a worker throwing then, and cutting its requests. The primary checks
+ * every file before its first fork
  * (main.ts), and attach() the worker's own build (worker/index.ts), which may
  * be the app's copy of the package rather than the CLI's.
  *
@@ -14,17 +15,15 @@
  */
 import {readFileSync, statSync} from 'node:fs';
 import {fileURLToPath} from 'node:url';
-import {pinoMissing} from './pino.js';
 
 /**
  * What keeps this copy of the package from running, one phrase each: the
- * files `list` names (those under `under`); where there is no list (the
- * compiled tree; an app's own build, which has no URL of its own), whether
- * its logger loads, here and beside `others` (pino.ts). Empty when all is well.
+ * files `list` names (those under `under`). Nothing to check without a list
+ * (the compiled tree; an app's own build, which has no URL of its own). Empty
+ * when all is well.
  */
-export function installProblems(list: URL | undefined, {under = '', others = []}: {readonly under?: string; readonly others?: readonly string[]} = {}): string[] {
-	const damaged = list === undefined ? [] : damagedFiles(list, under);
-	return damaged.length > 0 ? damaged : pinoMissing(others);
+export function installProblems(list: URL | undefined, under = ''): string[] {
+	return list === undefined ? [] : damagedFiles(list, under);
 }
 
 /**

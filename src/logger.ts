@@ -1,179 +1,236 @@
 /**
  * JSON lines on stdout, one logger per process, marked with its role so the
- * primary's and the workers' lines can be told apart in one container log.
+ * primary's and the workers' lines can be told apart in one container log:
  *
- * pino writes synchronously to stdout by default, which is what we want: the
- * last lines before `process.exit` (the drain summary) must not be lost.
+ *     {"level":"info","time":1764600000000,"role":"worker","pid":42,"worker":1,"inflight":3,"msg":"drain started"}
  *
- * pino itself loads when a logger is made (pino.ts), or, for a worker's
- * (`createLazyLogger`), at its first line: most workers log nothing until the
- * drain, and loading pino is half of what the bootstrap costs each worker's start.
+ * The lines are pino's (level names, epoch milliseconds, an `err` field as
+ * pino serializes an error), so what reads pino's lines reads ours, pino-pretty
+ * included; the writer is our own. We log a few dozen fixed messages at six
+ * levels and need nothing else of pino, while pino and the built-ins it loads
+ * (worker_threads, vm, assert, module) cost the primary about 30 ms of CPU at
+ * its start, beside its workers' start on the same cores (bench/startup.js),
+ * and every worker as much at its drain's first line, as the reject phase begins.
+ *
+ * Every line is written synchronously, whole, with one `write`: the last lines
+ * before `process.exit` (the drain summary) are never lost, and a line can never
+ * land inside another.
  */
+import {writeSync} from 'node:fs';
 import {UsageError} from './errors.js';
-import {loadPino} from './pino.js';
 import {readWorkerEnv, WORKER_ENV} from './worker-env.js';
-import type {DestinationStream, Logger, LevelWithSilent} from 'pino';
 
-export type {Logger} from 'pino';
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevel = typeof LOG_LEVELS[number];
+type LevelMethod = Exclude<LogLevel, 'silent'>;
 
-export const LOG_LEVELS: readonly LevelWithSilent[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+/** pino's numbers for its levels: a line is written when its level's is at or above the logger's. */
+const LEVEL_VALUES: Readonly<Record<LogLevel, number>> = {trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Number.POSITIVE_INFINITY};
+
+export interface LogFn {
+	(fields: object, msg?: string): void;
+	(msg: string): void;
+}
+
+export type Logger = Readonly<Record<LevelMethod, LogFn>> & {
+	readonly level: LogLevel;
+	/** Whether a line at `level` would be written; false for a name that is not a level. */
+	isLevelEnabled(level: string): boolean;
+};
+
+/** Where lines go: anything that takes one whole line per synchronous `write`. */
+export interface LineDestination {
+	write(line: string): unknown;
+}
 
 export interface LoggerOptions {
 	readonly role: 'primary' | 'worker' | 'standalone';
 	readonly level: string;
 	readonly workerId?: number | undefined;
 	/** Where lines go; stdout, synchronously, unless given. */
-	readonly destination?: DestinationStream | undefined;
+	readonly destination?: LineDestination | undefined;
 }
+
+export function isLogLevel(level: string): level is LogLevel {
+	return Object.hasOwn(LEVEL_VALUES, level);
+}
+
+/** For `Atomics.wait`, the one way to sleep synchronously. */
+const SLEEP = new Int32Array(new SharedArrayBuffer(4));
+/** How long a write waits for a full pipe to drain before it tries again. */
+const FULL_PIPE_WAIT_MS = 10;
 
 /**
  * A synchronous writer for a file descriptor. The primary writes its own log
- * lines and the workers' forwarded lines through one such writer per stream, so
- * a line can never land inside another that is still being written.
+ * lines and the workers' forwarded output (primary/output.ts) through one such
+ * writer per stream, so a line can never land inside another that is still
+ * being written.
  *
- * Synchronous, in buffer mode: pino's lines are strings, the workers' output
- * passed through (primary/output.ts) is bytes, written as they are. pino's
- * writer, made at the first write: the primary's first write comes after its
- * workers are forked (createHeldLogger).
+ * A descriptor another process set non-blocking (a pipe it shares) answers a
+ * full pipe with EAGAIN: the write waits a moment and goes on, so nothing is
+ * dropped, and the process waits as a blocking write would. A reader that has
+ * gone (EPIPE) drops what is written from then on: the cluster goes on
+ * serving, as it would with nobody reading its logs.
  */
-export function syncWriter(fd: 1 | 2): DestinationStream & {write(data: string | Buffer): unknown} {
-	let writer: DestinationStream | undefined;
+export function syncWriter(fd: 1 | 2): LineDestination & {write(data: string | Buffer): unknown} {
+	let readerGone = false;
 	return {
 		write(data) {
-			writer ??= loadPino().destination({dest: fd, sync: true, contentMode: 'buffer'});
-			return writer.write(data as string);
+			if (readerGone) {
+				return true;
+			}
+
+			const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+			let offset = 0;
+			while (offset < bytes.length) {
+				try {
+					offset += writeSync(fd, bytes, offset);
+				} catch (error) {
+					const {code} = error as NodeJS.ErrnoException;
+					if (code === 'EAGAIN') {
+						Atomics.wait(SLEEP, 0, 0, FULL_PIPE_WAIT_MS);
+					} else if (code === 'EPIPE') {
+						readerGone = true;
+						return true;
+					} else {
+						throw error;
+					}
+				}
+			}
+
+			return true;
 		},
 	};
 }
 
-/** The time a held line was logged at, while createHeldLogger() writes it. */
-let heldTime: number | undefined;
-
-export function createLogger({role, level, workerId, destination}: LoggerOptions): Logger {
-	return loadPino()({
-		level,
-		base: workerId === undefined ? {role, pid: process.pid} : {role, pid: process.pid, worker: workerId},
-		// Level names instead of numbers: people read these in `kubectl logs`.
-		formatters: {level: label => ({level: label})},
-		// pino's own (epoch milliseconds), but a held line keeps the time it was logged at.
-		timestamp: () => `,"time":${heldTime ?? Date.now()}`,
-	}, destination ?? syncWriter(1));
-}
-
-/** pino's numbers for its levels (a logger's `levels.values`, where `silent` is there too, unlisted). */
-const LEVEL_VALUES: Readonly<Record<string, number>> = {trace: 10, debug: 20, info: 30, warn: 40, error: 50, fatal: 60, silent: Number.POSITIVE_INFINITY};
-
-/**
- * `createLogger(options)`, made at its first use: what is asked of it first
- * loads pino. `isLevelEnabled()` is answered without it, as pino answers it
- * (a known level at or above the logger's), since attach() asks it at once.
- * A level pino would not know makes the logger at once, to throw where it did.
- */
-export function createLazyLogger(options: LoggerOptions): Logger {
-	if (!(LOG_LEVELS as readonly string[]).includes(options.level)) {
-		return createLogger(options);
+export function createLogger({role, level, workerId, destination = syncWriter(1)}: LoggerOptions): Logger {
+	if (!isLogLevel(level)) {
+		throw new Error(`unknown level ${level}`);
 	}
 
-	let logger: Logger | undefined;
-	const threshold = LEVEL_VALUES[options.level]!;
-	const isLevelEnabled = (level: string): boolean => Object.hasOwn(LEVEL_VALUES, level) && LEVEL_VALUES[level]! >= threshold;
-	// Each method bound once: a drain at `debug` logs a line per rejected request.
-	const bound = new Map<string | symbol, {method: unknown; call: unknown}>();
-	return new Proxy({} as Logger, {
-		get(_target, key) {
-			if (logger === undefined && key === 'isLevelEnabled') {
-				return isLevelEnabled;
-			}
+	// The fields every line carries, after its level and time (pino's `base`).
+	const base = JSON.stringify(workerId === undefined ? {role, pid: process.pid} : {role, pid: process.pid, worker: workerId}).slice(1, -1);
+	const threshold = LEVEL_VALUES[level];
+	const isLevelEnabled = (asked: string): boolean => isLogLevel(asked) && LEVEL_VALUES[asked] >= threshold;
+	const method = (name: LevelMethod): LogFn => {
+		if (LEVEL_VALUES[name] < threshold) {
+			return noop;
+		}
 
-			logger ??= createLogger(options);
-			const value: unknown = Reflect.get(logger, key, logger);
-			if (typeof value !== 'function') {
-				return value;
-			}
+		const head = `{"level":"${name}","time":`;
+		return (first: object | string, msg?: string): void => {
+			destination.write(`${head}${Date.now()},${base}${typeof first === 'string' ? lineEnd(undefined, first) : lineEnd(first, msg)}`);
+		};
+	};
 
-			// Keyed by the method too: pino swaps a level's method when the level changes.
-			let entry = bound.get(key);
-			if (entry?.method !== value) {
-				entry = {method: value, call: value.bind(logger)};
-				bound.set(key, entry);
-			}
-
-			return entry.call;
-		},
-	});
+	return {
+		level,
+		isLevelEnabled,
+		trace: method('trace'),
+		debug: method('debug'),
+		info: method('info'),
+		warn: method('warn'),
+		error: method('error'),
+		fatal: method('fatal'),
+	};
 }
 
-type LevelMethod = Exclude<LevelWithSilent, 'silent'>;
-const LEVEL_METHODS: ReadonlySet<string> = new Set<LevelMethod>(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+function noop(): void {}
+
+/** A line's fields after its base ones, its `msg`, and the closing brace and newline. */
+function lineEnd(fields: Readonly<Record<string, unknown>> | object | undefined, msg: string | undefined): string {
+	let text = '';
+	if (fields !== undefined) {
+		// As pino: what JSON has no value for (undefined, a function) is left out.
+		for (const key in fields) {
+			const raw = (fields as Readonly<Record<string, unknown>>)[key];
+			const value = key === 'err' ? serializeError(raw) : raw;
+			const json = value === undefined || typeof value === 'function' || typeof value === 'symbol' ? undefined : stringify(value);
+			if (json !== undefined) {
+				text += `,${JSON.stringify(key)}:${json}`;
+			}
+		}
+	}
+
+	return msg === undefined ? `${text}}\n` : `${text},"msg":${JSON.stringify(msg)}}\n`;
+}
+
+/** JSON, even of a value JSON.stringify refuses: a circular reference (pino's "[Circular]"), a BigInt (its digits). */
+function stringify(value: unknown): string | undefined {
+	try {
+		return JSON.stringify(value);
+	} catch {
+		const seen = new WeakSet<object>();
+		return JSON.stringify(value, (_key, inner: unknown) => {
+			if (typeof inner === 'bigint') {
+				return inner.toString();
+			}
+
+			if (typeof inner === 'object' && inner !== null) {
+				if (seen.has(inner)) {
+					return '[Circular]';
+				}
+
+				seen.add(inner);
+			}
+
+			return inner;
+		});
+	}
+}
+
+type ErrorLike = Error & {errors?: unknown; cause?: unknown};
+
+function isErrorLike(value: unknown): value is ErrorLike {
+	return typeof value === 'object' && value !== null && typeof (value as {message?: unknown}).message === 'string';
+}
 
 /**
- * A logger that holds its lines until `release()`, then writes them in order,
- * each with the time it was logged at, and writes straight on from there: pino
- * loads at the release, not before. The primary's (main.ts): it forks its
- * workers first, so loading pino (about 10 ms) runs beside their start instead
- * of ahead of it. An error or a fatal line releases at once, and so does the
- * process's exit: nothing held is lost.
+ * An error as pino writes its `err` field: `type` (the constructor's name),
+ * `message`, `stack`, the error's own enumerable properties (`code`, `errno`,
+ * `syscall`...), an AggregateError's `aggregateErrors` and an error `cause`,
+ * each serialized the same way. A value that is not an error (a thrown string)
+ * is written as it is. Unlike pino, `message` and `stack` are the error's own:
+ * the cause's are in `cause`, not appended.
  */
-export function createHeldLogger(options: LoggerOptions): {readonly logger: Logger; release(): void} {
-	const real = createLazyLogger(options);
-	const held: Array<{readonly level: LevelMethod; readonly args: unknown[]; readonly time: number}> = [];
-	let released = false;
-	const write = (level: LevelMethod, args: unknown[]): void => {
-		(real[level] as (...args: unknown[]) => void)(...args);
+function serializeError(value: unknown, seen = new Set<unknown>()): unknown {
+	if (!isErrorLike(value) || seen.has(value)) {
+		return value;
+	}
+
+	seen.add(value);
+	const serialized: Record<string, unknown> = {
+		type: typeof value.constructor === 'function' ? value.constructor.name : value.name,
+		message: value.message,
+		// As pino: an error-like object without a stack has an empty one.
+		stack: value.stack ?? '',
 	};
+	if (Array.isArray(value.errors)) {
+		serialized['aggregateErrors'] = value.errors.map(inner => serializeError(inner, seen));
+	}
 
-	const release = (): void => {
-		if (released) {
-			return;
+	if (isErrorLike(value.cause) && !seen.has(value.cause)) {
+		serialized['cause'] = serializeError(value.cause, seen);
+	}
+
+	for (const key in value) {
+		if (serialized[key] === undefined) {
+			const inner = (value as unknown as Record<string, unknown>)[key];
+			serialized[key] = isErrorLike(inner) ? serializeError(inner, seen) : inner;
 		}
+	}
 
-		released = true;
-		process.off('exit', release);
-		for (const {level, args, time} of held.splice(0)) {
-			heldTime = time;
-			try {
-				write(level, args);
-			} finally {
-				heldTime = undefined;
-			}
-		}
-	};
-
-	const hold = new Map([...LEVEL_METHODS].map(level => [level, (...args: unknown[]): void => {
-		if (!released && level !== 'error' && level !== 'fatal') {
-			held.push({level: level as LevelMethod, args, time: Date.now()});
-			return;
-		}
-
-		release();
-		write(level as LevelMethod, args);
-	}]));
-	process.on('exit', release);
-	const logger = new Proxy({} as Logger, {
-		get(_target, key) {
-			if (!released && typeof key === 'string' && hold.has(key)) {
-				return hold.get(key);
-			}
-
-			if (!released && key === 'isLevelEnabled') {
-				return real.isLevelEnabled;
-			}
-
-			release();
-			return Reflect.get(real, key, real);
-		},
-	});
-	return {logger, release};
+	return serialized;
 }
 
 /**
  * `GRACEFUL_CLUSTER_LOG_LEVEL` as the worker helper reads it (the CLI checks
- * its own flag): a value pino does not know is a usage error naming the
- * variable, not a crash inside pino.
+ * its own flag): a value that is not a level is a usage error naming the
+ * variable.
  */
-export function logLevelFromEnv(env: Record<string, string | undefined>): string {
+export function logLevelFromEnv(env: Record<string, string | undefined>): LogLevel {
 	const level = readWorkerEnv(env).logLevel;
-	if (!(LOG_LEVELS as readonly string[]).includes(level)) {
+	if (!isLogLevel(level)) {
 		throw new UsageError(`${WORKER_ENV.logLevel}: "${level}" is not a level. Use one of ${LOG_LEVELS.join(', ')}.`);
 	}
 

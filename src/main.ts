@@ -5,9 +5,9 @@
 import {quickParseArgs, type ParseResult} from './command-line.js';
 import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
-import {createHeldLogger, syncWriter} from './logger.js';
+import {createLogger, syncWriter} from './logger.js';
 import {installProblems} from './install-check.js';
-import {BOOTSTRAP_URL, FILES_JSON} from './package-files.js';
+import {FILES_JSON} from './package-files.js';
 import {Primary} from './primary/index.js';
 import {chooseLogFormat, prettySink} from './primary/log-format.js';
 import {LineOutput, sharedLine} from './primary/output.js';
@@ -41,9 +41,9 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 	}
 
 	// A partial or truncated copy of the package (part of dist/ copied into an
-	// image) is said here, before the app runs: found later, a worker without its
-	// logger would throw at its first line, the drain's, and cut its requests.
-	const damaged = installProblems(FILES_JSON, {others: [BOOTSTRAP_URL]});
+	// image) is said here, before the app runs: found later, a missing worker
+	// chunk would crash every worker, or one loaded at the drain cut its requests.
+	const damaged = installProblems(FILES_JSON);
 	if (damaged.length > 0) {
 		exitIncomplete(damaged.join('; '));
 	}
@@ -58,8 +58,7 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		throw error;
 	}) : syncWriter(1), line);
 	const stderr = new LineOutput(syncWriter(2), line);
-	// Its lines wait until the workers are forked (logger.ts).
-	const {logger, release: writeHeldLines} = createHeldLogger({role: 'primary', level: options.logLevel, destination: stdout});
+	const logger = createLogger({role: 'primary', level: options.logLevel, destination: stdout});
 	// Its constructor installs the signal handlers; then the held ones go, and
 	// what came early is handed over, in order.
 	const primary = new Primary(options, {logger, stdout, stderr});
@@ -114,14 +113,7 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		process.exit(ExitCode.INTERNAL);
 	});
 
-	let running: Promise<ExitCode>;
-	try {
-		running = primary.run();
-	} finally {
-		writeHeldLines();
-	}
-
-	process.exit(await running);
+	process.exit(await primary.run());
 }
 
 /** Exit code 8, nothing started: the package's own files, or its dependencies, are not all there. */

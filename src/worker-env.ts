@@ -13,7 +13,7 @@
  * a graceful-cluster CLI the app starts itself reads them as valid options; the
  * two that are no option's (INTERNAL_VARIABLES) it passes over. The
  * timeline is not here: it travels in the drain message alone (timeline.ts).
- * Loaded into every worker before the app's first line: no yargs, no pino, no
+ * Loaded into every worker before the app's first line: no yargs, no
  * prom-client.
  */
 import {parseDuration} from './duration.js';

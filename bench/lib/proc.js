@@ -32,7 +32,7 @@ export function parseTimedLine(line) {
  * The build under test. Other people rebuild dist/ (`rm -rf dist && tsc`) while
  * they work, which would pull it from under a running benchmark, so the run takes
  * a copy first. The copy sits under the root's node_modules/.cache so that it
- * still resolves pino, yargs and p-event from the root's node_modules.
+ * still resolves yargs and p-event from the root's node_modules.
  * BENCH_DIST=<dir> benchmarks another build (a dir holding src/cli.js).
  */
 export function snapshotDist(name = 'current') {

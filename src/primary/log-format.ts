@@ -8,7 +8,7 @@
  * is not a JSON object, the app's own output, passes through untouched. Each
  * write goes out in one synchronous write, as before, so lines never interleave.
  */
-import type {DestinationStream} from 'pino';
+import type {LineDestination} from '../logger.js';
 import type {LineSink} from './output.js';
 
 export const LOG_FORMATS = ['json', 'pretty'] as const;
@@ -60,7 +60,7 @@ export function prettyLine(prettify: Prettify, line: string): string | undefined
 }
 
 /** A sink that pretty-prints each whole JSON line written to it and passes the rest through. */
-export class PrettySink implements LineSink, DestinationStream {
+export class PrettySink implements LineSink, LineDestination {
 	constructor(private readonly target: LineSink, private readonly prettify: Prettify) {}
 
 	/**

@@ -23,9 +23,9 @@ const NEWLINE_BYTES = Buffer.from('\n');
 const EMPTY = Buffer.alloc(0);
 
 /**
- * Anything with a synchronous `write`: the primary passes pino's sync
- * destinations, in buffer mode, so a worker's bytes go out as they came (text
- * that is not UTF-8 included), and its own log lines as strings.
+ * Anything with a synchronous `write`: the primary passes its synchronous
+ * writers (logger.ts `syncWriter`), so a worker's bytes go out as they came
+ * (text that is not UTF-8 included), and its own log lines as strings.
  */
 export interface LineSink {
 	/** `from`: who writes (a forwarder), for a LineOutput; a sink that is not one ignores it. */
@@ -49,7 +49,7 @@ export class LineOutput implements LineSink {
 	 */
 	constructor(private readonly target: LineSink, private readonly line: LineState = {midLine: undefined}) {}
 
-	/** From the logger (pino calls `write(line)`), or from a forwarder, which says so. */
+	/** From the logger (`write(line)`), or from a forwarder, which says so. */
 	write(data: string | Buffer, from: object = this): unknown {
 		if (data.length === 0) {
 			return undefined;

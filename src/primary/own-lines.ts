@@ -12,7 +12,7 @@
  * writes: a wrapper on process.stdout.write, work on every write the app makes,
  * that would still miss fs.writeSync(1) and the app's child processes.
  *
- * Our lines are told apart by what every one of them carries, pino's
+ * Our lines are told apart by what every one of them carries, the logger's
  * (logger.ts) and the stack-capture thread's (worker/watchdog-thread.ts):
  * `{"level":"<name>","time":<ms>,"role":"worker","pid":<this worker's pid>,`.
  * The pid makes it this worker's own line, and nothing the app is likely to

@@ -21,7 +21,7 @@
  * their usual `server.close(callback)` waits for the connections still open.
  */
 import cluster from 'node:cluster';
-import {createLazyLogger} from '../logger.js';
+import {createLogger} from '../logger.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {rejectEndsAt, remaining} from '../timeline.js';
 import {readWorkerEnv} from '../worker-env.js';
@@ -43,7 +43,7 @@ for (let index = process.execArgv.indexOf(self); index > 0 && process.execArgv[i
 if (cluster.isWorker && cluster.worker) {
 	const workerId = cluster.worker.id;
 	const {logLevel, heartbeat} = readWorkerEnv(process.env);
-	const logger = createLazyLogger({role: 'worker', level: logLevel, workerId});
+	const logger = createLogger({role: 'worker', level: logLevel, workerId});
 
 	const channel = openChannel(workerId, {
 		invalid(reason) {

@@ -1,7 +1,7 @@
 /**
  * The worker helper apps load: `import {attach} from 'graceful-cluster/worker'`
  * (or `require`). Kept light, with no top-level await, so CommonJS apps can
- * `require()` it on Node 20.19+: only `node:` built-ins and pino.
+ * `require()` it on Node 20.19+: only `node:` built-ins.
  *
  * Under the graceful-cluster CLI the primary drives the drain over IPC; run with
  * plain `node server.js` the helper drains the process itself on SIGTERM/SIGINT,
@@ -10,7 +10,7 @@
 import net from 'node:net';
 import {systemClock} from '../clock.js';
 import {installProblems} from '../install-check.js';
-import {createLazyLogger, logLevelFromEnv} from '../logger.js';
+import {createLogger, logLevelFromEnv} from '../logger.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
 import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
@@ -94,8 +94,9 @@ function setUp(): ProcessDrain {
 	// The helper the app loaded may be its own copy of the package, not the CLI's:
 	// a partial one is said now, as the app starts, rather than at its drain, when
 	// its logger would fail at the first line and cut the requests in flight.
-	// No URL of its own where a bundler put it into the app's CommonJS build (pino.ts).
-	const damaged = installProblems((import.meta.url as string | undefined) ? new URL('../graceful-cluster-files.json', import.meta.url) : undefined, {under: 'worker/'});
+	// No URL of its own where a bundler put it into the app's CommonJS build
+	// (esbuild leaves import.meta empty there): no files of ours to check.
+	const damaged = installProblems((import.meta.url as string | undefined) ? new URL('../graceful-cluster-files.json', import.meta.url) : undefined, 'worker/');
 	if (damaged.length > 0) {
 		throw new Error(`graceful-cluster/worker: its installation is incomplete: ${damaged.join('; ')}. Reinstall graceful-cluster with its dependencies (npm ci).`);
 	}
@@ -127,7 +128,7 @@ function setUp(): ProcessDrain {
 
 	const level = logLevelFromEnv(process.env);
 	if (channel) {
-		const logger = createLazyLogger({role: 'worker', level, workerId: channel.workerId});
+		const logger = createLogger({role: 'worker', level, workerId: channel.workerId});
 		const {replacement, peerRates} = readWorkerEnv(process.env);
 		const drain = new ProcessDrain(settings, logger, systemClock, {peerRates});
 		if (replacement) {
@@ -144,7 +145,7 @@ function setUp(): ProcessDrain {
 		return drain;
 	}
 
-	const logger = createLazyLogger({role: 'standalone', level});
+	const logger = createLogger({role: 'standalone', level});
 	// Alone, nothing reads the peers' rates: no primary, no /status.
 	const drain = new ProcessDrain(settings, logger, systemClock, {peerRates: false});
 	runStandalone(drain, logger, timeline!);

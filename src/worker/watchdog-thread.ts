@@ -7,8 +7,8 @@
  * pauses it (V8 interrupts even a `while (true) {}`: about 30 ms, measured on
  * Node 20.20), reads the call frames, resumes and disconnects (a session left
  * connected holds the exit with "Waiting for the debugger to disconnect"). Then
- * it writes one JSON line to stderr with `fs.writeSync`: pino lives on the main
- * thread, which is blocked, and a thread cannot `process.send`. The primary keeps
+ * it writes one JSON line to stderr with `fs.writeSync`: the logger lives on the
+ * main thread, which is blocked, and a thread cannot `process.send`. The primary keeps
  * a worker's last stderr lines and puts this one in its kill log line.
  *
  * One capture per blocked stretch: the beat moving again re-arms it.

@@ -61,7 +61,7 @@ for (const kind of ['esm', 'cjs'] as const) {
 
 test.serial('installed package: an app bundled into one CommonJS file with the helper inlined (esbuild) starts, logs and drains (found by a hostile trial: "Invalid URL" at load)', async t => {
 	// esbuild leaves `import.meta` empty in CommonJS output: the helper then has no
-	// files of its own beside it, and finds pino from the app's main script.
+	// files of its own beside it to check.
 	execFileSync(path.join(ROOT, 'node_modules/.bin/esbuild'), ['server.cjs', '--bundle', '--platform=node', '--format=cjs', '--log-level=error', '--outfile=bundled.cjs'], {cwd: app});
 	t.true(readFileSync(path.join(app, 'bundled.cjs'), 'utf8').includes('function attach('), 'the helper is inlined');
 	const bin = path.join(app, 'node_modules/.bin/graceful-cluster');

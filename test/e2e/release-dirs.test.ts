@@ -175,7 +175,7 @@ test('the release a worker started from is deleted, helper and all, before the w
 	await started(app);
 	t.falsy(app.lines.find(line => line.role === 'worker'), 'no worker has logged yet');
 	// By its first heartbeat, a second in, a worker has read everything it may
-	// need later (pino's text is read as the helper loads: src/pino.ts).
+	// need later.
 	await waitUntil(async () => {
 		const status = JSON.parse((await client(url(metricsPort, '/status'))).body) as {workers: Array<{rssBytes: number | null}>};
 		return status.workers.length === 2 && status.workers.every(worker => worker.rssBytes !== null);

@@ -83,15 +83,15 @@ const mainChunk = (bundle: string): string => /await import\("\.\/(chunk-[\w-]+\
 
 const INCOMPLETE = /^graceful-cluster: its installation is incomplete, so nothing was started: /m;
 
-// Found at the drain instead, every worker threw at its first log line and cut its
-// requests (a missing or cut pino-bundle.cjs); or every worker crashed at start, or
-// the primary with a raw stack (found by hostile trials).
+// Found later instead, a worker failed when it first needed the file (the
+// stack-capture thread's, when its app hangs); or every worker crashed at start,
+// or the primary with a raw stack (found by hostile trials).
 const partialCopies: Array<[string, (bundle: string) => void, string[], RegExp]> = [
-	['the workers\' logger missing', remove('worker/pino-bundle.cjs'), [], /\/dist\/bundle\/worker\/pino-bundle\.cjs \(missing\)/],
-	['the workers\' logger cut short', bundle => {
-		const file = path.join(bundle, 'worker/pino-bundle.cjs');
-		writeFileSync(file, readFileSync(file).subarray(0, 1000));
-	}, [], /\/dist\/bundle\/worker\/pino-bundle\.cjs \(1000 bytes; the build wrote \d+\)/],
+	['a worker file loaded late missing (the stack-capture thread)', remove('worker/watchdog-thread.js'), [], /\/dist\/bundle\/worker\/watchdog-thread\.js \(missing\)/],
+	['a worker file loaded late cut short', bundle => {
+		const file = path.join(bundle, 'worker/watchdog-thread.js');
+		writeFileSync(file, readFileSync(file).subarray(0, 100));
+	}, [], /\/dist\/bundle\/worker\/watchdog-thread\.js \(100 bytes; the build wrote \d+\)/],
 	['a chunk of the workers\' missing', bundle => {
 		rmSync(path.join(bundle, 'worker', readdirSync(path.join(bundle, 'worker')).find(file => file.startsWith('chunk-'))!));
 	}, [], /\/dist\/bundle\/worker\/chunk-[\w-]+\.js \(missing\)/],
@@ -126,7 +126,7 @@ test('a whole copy of the package starts (the checks above look where the files 
 });
 
 test('an app whose own copy of the helper is partial fails at its start, saying so, not at its drain', async t => {
-	const copy = path.dirname(copyOfPackage(t, remove('worker/pino-bundle.cjs')));
+	const copy = path.dirname(copyOfPackage(t, remove('worker/watchdog-thread.js')));
 	const app = path.join(path.dirname(copy), 'server.mjs');
 	writeFileSync(app, `import http from 'node:http';
 import {attach} from ${JSON.stringify(path.join(copy, 'worker/index.js'))};
@@ -136,5 +136,5 @@ server.listen(0);
 `);
 	const cli = start(t, ['-w', '1', '--max-start-failures', '1', app]);
 	t.is((await cli.exited).code, ExitCode.START_FAILED, cli.text());
-	t.regex(cli.text(), /graceful-cluster\/worker: its installation is incomplete: \S+\/worker\/pino-bundle\.cjs \(missing\)/);
+	t.regex(cli.text(), /graceful-cluster\/worker: its installation is incomplete: \S+\/worker\/watchdog-thread\.js \(missing\)/);
 });

@@ -23,14 +23,14 @@ function bundle(t: ExecutionContext, files: Record<string, string>, list: unknow
 }
 
 test('a whole bundle: nothing to say; a file missing or of another size: named, with what is wrong', t => {
-	const files = {'cli.js': 'abc', 'worker/index.js': 'abcdef', 'worker/pino-bundle.cjs': 'xyz'};
-	const whole = bundle(t, files, {package: 'graceful-cluster', files: {'cli.js': 3, 'worker/index.js': 6, 'worker/pino-bundle.cjs': 3}});
+	const files = {'cli.js': 'abc', 'worker/index.js': 'abcdef', 'worker/watchdog-thread.js': 'xyz'};
+	const whole = bundle(t, files, {package: 'graceful-cluster', files: {'cli.js': 3, 'worker/index.js': 6, 'worker/watchdog-thread.js': 3}});
 	t.deepEqual(damagedFiles(whole), []);
-	const broken = bundle(t, {'cli.js': 'abc', 'worker/index.js': 'abc'}, {package: 'graceful-cluster', files: {'cli.js': 3, 'worker/index.js': 6, 'worker/pino-bundle.cjs': 3}});
+	const broken = bundle(t, {'cli.js': 'abc', 'worker/index.js': 'abc'}, {package: 'graceful-cluster', files: {'cli.js': 3, 'worker/index.js': 6, 'worker/watchdog-thread.js': 3}});
 	const damaged = damagedFiles(broken);
 	t.is(damaged.length, 2);
 	t.regex(damaged[0]!, /\/worker\/index\.js \(3 bytes; the build wrote 6\)$/);
-	t.regex(damaged[1]!, /\/worker\/pino-bundle\.cjs \(missing\)$/);
+	t.regex(damaged[1]!, /\/worker\/watchdog-thread\.js \(missing\)$/);
 	t.deepEqual(damagedFiles(broken, 'cli'), [], 'only the files under the prefix asked for');
 });
 

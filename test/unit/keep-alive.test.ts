@@ -1,11 +1,11 @@
 // --keep-alive-timeout as the helper applies it to each attached server.
 import test from 'ava';
 import http from 'node:http';
-import {pino} from 'pino';
+import {createLogger} from '../../src/logger.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
 import {ProcessDrain} from '../../src/worker/drain.js';
 
-const silent = pino({level: 'silent'});
+const silent = createLogger({role: 'worker', level: 'silent'});
 
 test('the default keeps connections past an ALB\'s 60 s idle timeout, with headersTimeout above it', t => {
 	const server = http.createServer();

@@ -1,20 +1,23 @@
-// A worker's logger loads pino at its first line (createLazyLogger), and is
-// otherwise the logger createLogger makes.
+// Our JSON lines (src/logger.ts) are pino's for what we log: pino itself (a
+// devDependency, for this comparison only) writes the same calls beside ours.
 import test from 'ava';
-import {execFile} from 'node:child_process';
+import {execFile, spawn} from 'node:child_process';
+import {once} from 'node:events';
 import {Writable} from 'node:stream';
 import {promisify} from 'node:util';
-import {setTimeout as delay} from 'node:timers/promises';
-import {createHeldLogger, createLazyLogger, createLogger, LOG_LEVELS, type LoggerOptions} from '../../src/logger.js';
+import {pino} from 'pino';
+import {createLogger, LOG_LEVELS, type LineDestination, type Logger} from '../../src/logger.js';
 import {ROOT} from '../helpers/cluster.js';
 
-/** A destination that keeps each line, parsed, without its time (in `times`). */
-function collect(): {lines: Array<Record<string, unknown>>; times: number[]; destination: Writable} {
+/** A destination that keeps each line, parsed, without its time (in `times`), and the raw text. */
+function collect(): {lines: Array<Record<string, unknown>>; times: number[]; text: string[]; destination: LineDestination & Writable} {
 	const lines: Array<Record<string, unknown>> = [];
 	const times: number[] = [];
+	const text: string[] = [];
 	const destination = new Writable({
 		write(chunk: Buffer, _encoding, done) {
 			for (const line of chunk.toString('utf8').split('\n').filter(Boolean)) {
+				text.push(line);
 				const {time, ...rest} = JSON.parse(line) as Record<string, unknown>;
 				lines.push(rest);
 				times.push(time as number);
@@ -23,112 +26,180 @@ function collect(): {lines: Array<Record<string, unknown>>; times: number[]; des
 			done();
 		},
 	});
-	return {lines, times, destination};
+	return {lines, times, text, destination};
 }
+
+/** pino as logger.ts used it before it wrote its own lines. */
+function pinoLogger(level: string, workerId: number | undefined, destination: Writable): Logger {
+	return pino({
+		level,
+		base: workerId === undefined ? {role: 'worker', pid: process.pid} : {role: 'worker', pid: process.pid, worker: workerId},
+		formatters: {level: label => ({level: label})},
+		timestamp: () => `,"time":${Date.now()}`,
+	}, destination) as unknown as Logger;
+}
+
+class CodedError extends Error {
+	code = 'ECODED';
+	errno = -5;
+}
+
+/** The errors logAll logs: made once, so that both loggers see the same stacks. */
+const ERRORS = {
+	coded: new CodedError('boom'),
+	typed: new TypeError('typed'),
+	aggregate: new AggregateError([new Error('one'), new RangeError('two')], 'many'),
+};
+
+/** Every shape of call the code makes, and values an app can put in a field (a hook's name, a thrown value). */
+function logAll(logger: Logger): void {
+	logger.info({signal: 'SIGTERM', inflight: 3, ok: true, none: null, list: ['a', 1], nested: {deep: {x: 'y'}}}, 'drain started');
+	logger.info('no fields');
+	logger.warn({worker: 2, text: 'quotes " and \\ and \n newlines, \u0000 and é, 😀'}, 'escapes: " \\ \n');
+	logger.debug({skipped: undefined, fn() {}, kept: 1}, 'undefined and functions are left out');
+	logger.error({err: ERRORS.coded}, 'a shutdown hook failed; running the rest');
+	logger.error({err: ERRORS.typed, hook: 'db'}, 'a hook failed');
+	logger.error({err: 'a thrown string'}, 'not an error');
+	logger.error({err: {message: 'error-like', extra: 1}}, 'error-like');
+	logger.fatal({err: ERRORS.aggregate}, 'aggregate');
+	logger.info({numbers: [Number.NaN, Number.POSITIVE_INFINITY, -0, 1.5]}, 'numbers');
+	logger.trace('not written at debug');
+	logger.info({}, '');
+	logger.info({only: 'fields'});
+}
+
+test('the lines are pino\'s for every call we make: the same fields, in the same order, errors included', t => {
+	const ours = collect();
+	const theirs = collect();
+	logAll(createLogger({role: 'worker', level: 'debug', workerId: 3, destination: ours.destination}));
+	logAll(pinoLogger('debug', 3, theirs.destination));
+	t.is(ours.lines.length, 12);
+	t.deepEqual(ours.lines, theirs.lines);
+	// The same text too, but for the time.
+	const withoutTime = (line: string) => line.replace(/"time":\d+/, '"time":0');
+	t.deepEqual(ours.text.map(withoutTime), theirs.text.map(withoutTime));
+	t.like(ours.lines[0], {level: 'info', role: 'worker', pid: process.pid, worker: 3, signal: 'SIGTERM', msg: 'drain started'});
+	t.like(ours.lines[4], {err: {type: 'CodedError', message: 'boom', code: 'ECODED', errno: -5}});
+});
+
+test('without a worker id (the primary, a standalone app), as pino', t => {
+	const ours = collect();
+	const theirs = collect();
+	createLogger({role: 'worker', level: 'info', destination: ours.destination}).info({a: 1}, 'x');
+	pinoLogger('info', undefined, theirs.destination).info({a: 1}, 'x');
+	t.deepEqual(ours.lines, theirs.lines);
+	t.false('worker' in ours.lines[0]!);
+});
+
+test('the time is epoch milliseconds, taken as the line is written', t => {
+	const {times, destination} = collect();
+	const before = Date.now();
+	createLogger({role: 'primary', level: 'info', destination}).info('now');
+	t.true(times[0]! >= before && times[0]! <= Date.now());
+});
 
 test('isLevelEnabled: what pino answers, for every level at every level', t => {
 	for (const level of LOG_LEVELS) {
-		const eager = createLogger({role: 'worker', level, workerId: 1});
-		const lazy = createLazyLogger({role: 'worker', level, workerId: 1});
-		for (const asked of [...LOG_LEVELS, 'nonsense']) {
-			t.is(lazy.isLevelEnabled(asked), eager.isLevelEnabled(asked), `${asked} at ${level}`);
+		const ours = createLogger({role: 'worker', level, workerId: 1});
+		const theirs = pino({level});
+		t.is(ours.level, level);
+		for (const asked of [...LOG_LEVELS, 'nonsense', 'constructor', '__proto__']) {
+			t.is(ours.isLevelEnabled(asked), theirs.isLevelEnabled(asked), `${asked} at ${level}`);
 		}
 	}
 });
 
-test('the lines are the ones createLogger writes', t => {
-	const options = (destination: Writable): LoggerOptions => ({role: 'worker', level: 'debug', workerId: 3, destination});
-	const eager = collect();
-	const lazy = collect();
-	for (const logger of [createLogger(options(eager.destination)), createLazyLogger(options(lazy.destination))]) {
-		t.true(logger.isLevelEnabled('debug'));
-		logger.info({signal: 'SIGTERM'}, 'signal received by the worker; waiting for the primary to drain it');
-		logger.debug({failures: ['db']}, 'warming up');
-		logger.error({err: new Error('boom')}, 'a shutdown hook failed; running the rest');
-		logger.trace('not written');
-	}
-
-	const withoutStack = (line: Record<string, unknown>) => ({...line, err: line['err'] && {...(line['err'] as object), stack: undefined}});
-	t.deepEqual(lazy.lines.map(withoutStack), eager.lines.map(withoutStack));
-	t.is(lazy.lines.length, 3);
-	t.like(lazy.lines[0], {level: 'info', role: 'worker', pid: process.pid, worker: 3, signal: 'SIGTERM'});
-});
-
-test('a method is bound once, and a child logger writes as createLogger\'s does', t => {
+test('an error with a cause: the cause serialized under cause; its message and stack are the error\'s own', t => {
 	const {lines, destination} = collect();
-	const lazy = createLazyLogger({role: 'worker', level: 'debug', workerId: 4, destination});
-	t.is(lazy.debug, lazy.debug);
-	const info = lazy.info;
-	info('detached call');
-	lazy.child({hook: 'db'}).warn('slow hook');
-	t.like(lines[0], {level: 'info', worker: 4, msg: 'detached call'});
-	t.like(lines[1], {level: 'warn', worker: 4, hook: 'db', msg: 'slow hook'});
-	t.is(lines.length, 2);
+	const cause = new Error('inner');
+	createLogger({role: 'worker', level: 'info', destination}).error({err: new Error('outer', {cause})}, 'caused');
+	const err = lines[0]!['err'] as Record<string, unknown>;
+	t.is(err['message'], 'outer');
+	t.like(err['cause'], {type: 'Error', message: 'inner', stack: cause.stack});
 });
 
-test('a level pino does not know throws at once, as createLogger does', t => {
-	t.throws(() => createLazyLogger({role: 'worker', level: 'loud'}));
-});
-
-test('pino is not loaded until the first line, and isLevelEnabled does not load it', async t => {
-	// A fresh process: this one has pino loaded already.
-	const script = `
-		import {createRequire} from 'node:module';
-		const {createLazyLogger} = await import('./dist/src/logger.js');
-		const loaded = () => Object.keys(createRequire(import.meta.url).cache).some(file => /[\\\\/]pino[\\\\/]pino\\.js$/.test(file));
-		const logger = createLazyLogger({role: 'worker', level: 'info', workerId: 1});
-		const before = [loaded(), logger.isLevelEnabled('debug'), loaded()];
-		logger.info('first line');
-		console.log(JSON.stringify({before, after: loaded()}));
-	`;
-	const {stdout} = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {cwd: ROOT});
-	const lines = stdout.trim().split('\n');
-	t.like(JSON.parse(lines[0]!), {msg: 'first line', role: 'worker'});
-	t.deepEqual(JSON.parse(lines[1]!), {before: [false, false, false], after: true});
-});
-
-test('a held logger writes nothing until released, then its lines in order, each with the time it was logged at', async t => {
-	const {lines, times, destination} = collect();
-	const {logger, release} = createHeldLogger({role: 'primary', level: 'info', destination});
-	t.true(logger.isLevelEnabled('info'));
-	t.false(logger.isLevelEnabled('debug'));
-	const before = Date.now();
-	logger.info({workers: 2}, 'starting workers');
-	logger.debug('not written');
-	await delay(30);
-	const second = Date.now();
-	logger.warn({worker: 1}, 'worker started');
-	await delay(30);
-	t.is(lines.length, 0);
-
-	const releasedAt = Date.now();
-	release();
-	logger.info('after the release');
-	release();
-	t.deepEqual(lines.map(line => line['msg']), ['starting workers', 'worker started', 'after the release']);
-	t.like(lines[0], {level: 'info', role: 'primary', pid: process.pid, workers: 2});
-	t.like(lines[1], {level: 'warn', worker: 1});
-	t.true(times[0]! >= before && times[0]! < second, `${times[0]} logged at ${before}`);
-	t.true(times[1]! >= second && times[1]! < releasedAt, `${times[1]} logged at ${second}`);
-	t.true(times[2]! >= releasedAt);
-});
-
-test('a held logger\'s error line releases it at once, after the lines held before it', t => {
+test('a field JSON refuses (a circular object, a BigInt) is written anyway, never thrown', t => {
 	const {lines, destination} = collect();
-	const {logger} = createHeldLogger({role: 'primary', level: 'info', destination});
-	logger.info('held');
-	logger.error({err: new Error('boom')}, 'graceful-cluster crashed; please report this');
-	logger.info('straight through');
-	t.deepEqual(lines.map(line => `${String(line['level'])} ${String(line['msg'])}`), ['info held', 'error graceful-cluster crashed; please report this', 'info straight through']);
+	const circular: Record<string, unknown> = {name: 'loop'};
+	circular['self'] = circular;
+	const error = Object.assign(new Error('circular error'), {self: undefined as unknown});
+	error.self = error;
+	const logger = createLogger({role: 'worker', level: 'info', destination});
+	logger.info({circular, big: 10n}, 'odd values');
+	logger.error({err: error}, 'odd error');
+	t.deepEqual(lines[0], {level: 'info', role: 'worker', pid: process.pid, circular: {name: 'loop', self: '[Circular]'}, big: '10', msg: 'odd values'});
+	t.like(lines[1], {msg: 'odd error', err: {type: 'Error', message: 'circular error'}});
 });
 
-test('a held logger\'s lines are written when the process exits before the release', async t => {
+test('a level that is not one throws at once', t => {
+	t.throws(() => createLogger({role: 'worker', level: 'loud'}), {message: 'unknown level loud'});
+	t.throws(() => createLogger({role: 'worker', level: 'constructor'}));
+});
+
+test('a method can be called detached, and below the level it writes nothing', t => {
+	const {lines, destination} = collect();
+	const logger = createLogger({role: 'worker', level: 'warn', workerId: 4, destination});
+	const {warn, info} = logger;
+	warn('detached call');
+	info('below the level');
+	t.deepEqual(lines.map(line => line['msg']), ['detached call']);
+});
+
+const run = promisify(execFile);
+
+test('stdout: lines written just before process.exit are all there', async t => {
 	const script = `
-		const {createHeldLogger} = await import('./dist/src/logger.js');
-		const {logger} = createHeldLogger({role: 'primary', level: 'info'});
-		logger.info('held until the exit');
+		const {createLogger} = await import('./dist/src/logger.js');
+		const logger = createLogger({role: 'primary', level: 'info'});
+		for (let i = 0; i < 2000; i++) logger.info({i, pad: 'x'.repeat(500)}, 'line');
 		process.exit(0);
 	`;
-	const {stdout} = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', script], {cwd: ROOT});
-	t.like(JSON.parse(stdout.trim()), {msg: 'held until the exit', role: 'primary'});
+	const {stdout} = await run(process.execPath, ['--input-type=module', '-e', script], {cwd: ROOT, maxBuffer: 10 * 1024 * 1024});
+	const lines = stdout.trim().split('\n').map(line => JSON.parse(line) as {i: number});
+	t.is(lines.length, 2000);
+	t.deepEqual(lines.map(line => line.i), Array.from({length: 2000}, (_, i) => i));
+});
+
+test('syncWriter on a non-blocking pipe that fills: waits and writes everything, in order; a reader that has gone drops the rest, the process goes on', async t => {
+	// process.stdout on a pipe makes the descriptor non-blocking: a write to a full pipe answers EAGAIN.
+	const script = `
+		process.stdout;
+		const {syncWriter} = await import('./dist/src/logger.js');
+		const out = syncWriter(1);
+		const chunk = i => String(i).padStart(6, '0') + 'y'.repeat(64 * 1024 - 7) + '\\n';
+		for (let i = 0; i < 64; i++) out.write(chunk(i));
+		process.stderr.write('wrote all\\n');
+		for (let i = 64; i < 128; i++) out.write(chunk(i));
+		process.stderr.write('still running\\n');
+	`;
+	const child = spawn(process.execPath, ['--input-type=module', '-e', script], {cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe']});
+	t.teardown(() => child.kill('SIGKILL'));
+	let stderr = '';
+	child.stderr.setEncoding('utf8').on('data', (text: string) => {
+		stderr += text;
+	});
+	// A slow reader: the pipe is full most of the time.
+	const received: Buffer[] = [];
+	let length = 0;
+	const enough = 64 * 64 * 1024;
+	await new Promise<void>(resolve => {
+		child.stdout.on('data', (chunk: Buffer) => {
+			received.push(chunk);
+			length += chunk.length;
+			if (length >= enough) {
+				child.stdout.destroy();
+				resolve();
+				return;
+			}
+
+			child.stdout.pause();
+			setTimeout(() => child.stdout.resume(), 2);
+		});
+	});
+	const [code] = await once(child, 'exit') as [number | null];
+	const lines = Buffer.concat(received).subarray(0, enough).toString('latin1').split('\n').slice(0, -1);
+	t.deepEqual(lines.map(line => Number(line.slice(0, 6))), Array.from({length: 64}, (_, i) => i), 'every line of the first 4 MiB, in order, none lost to EAGAIN');
+	t.true(lines.every(line => line.length === (64 * 1024) - 1));
+	t.is(code, 0, stderr);
+	t.regex(stderr, /wrote all\nstill running\n/);
 });

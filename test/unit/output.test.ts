@@ -9,7 +9,7 @@ import {findStack} from '../../src/primary/watchdog.js';
 import {HUNG_STACK_MESSAGE} from '../../src/protocol.js';
 
 const PID = 4242;
-/** A line as the worker's pino writes it (logger.ts). */
+/** A line as the worker's logger writes it (logger.ts). */
 const ours = (msg: string, pid = PID): string => `{"level":"info","time":1700000000000,"role":"worker","pid":${pid},"worker":1,"msg":"${msg}"}\n`;
 
 function forward(options: ForwarderOptions = {workerPid: PID}) {

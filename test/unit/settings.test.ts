@@ -71,7 +71,7 @@ test('the worker helper refuses readiness and liveness on one path, as the CLI d
 	t.like(workerSettingsFromEnv({GRACEFUL_CLUSTER_READINESS_PATH: '', GRACEFUL_CLUSTER_LIVENESS_PATH: ''}), {readinessPath: '', livenessPath: ''});
 });
 
-test('the helper reads GRACEFUL_CLUSTER_LOG_LEVEL as a usage error when pino would not know it', t => {
+test('the helper reads GRACEFUL_CLUSTER_LOG_LEVEL as a usage error when it is not a level', t => {
 	t.is(logLevelFromEnv({}), 'info');
 	t.is(logLevelFromEnv({GRACEFUL_CLUSTER_LOG_LEVEL: 'debug'}), 'debug');
 	t.throws(() => logLevelFromEnv({GRACEFUL_CLUSTER_LOG_LEVEL: 'verbose'}), {instanceOf: UsageError, message: /GRACEFUL_CLUSTER_LOG_LEVEL: "verbose" is not a level/});
