@@ -68,9 +68,10 @@ const FULL_PIPE_WAIT_MS = 10;
  *
  * A descriptor another process set non-blocking (a pipe it shares) answers a
  * full pipe with EAGAIN: the write waits a moment and goes on, so nothing is
- * dropped, and the process waits as a blocking write would. A reader that has
- * gone (EPIPE) drops what is written from then on: the cluster goes on
- * serving, as it would with nobody reading its logs.
+ * dropped, and the process waits as a blocking write would. Any other error
+ * drops the write, and a reader that has gone (EPIPE) all that follow: a
+ * primary that threw here would take its serving workers down with it over a
+ * log line (a full disk under a redirected stdout, ENOSPC).
  */
 export function syncWriter(fd: 1 | 2): LineDestination & {write(data: string | Buffer): unknown} {
 	let readerGone = false;
@@ -89,11 +90,9 @@ export function syncWriter(fd: 1 | 2): LineDestination & {write(data: string | B
 					const {code} = error as NodeJS.ErrnoException;
 					if (code === 'EAGAIN') {
 						Atomics.wait(SLEEP, 0, 0, FULL_PIPE_WAIT_MS);
-					} else if (code === 'EPIPE') {
-						readerGone = true;
-						return true;
 					} else {
-						throw error;
+						readerGone = code === 'EPIPE';
+						return true;
 					}
 				}
 			}
@@ -119,7 +118,7 @@ export function createLogger({role, level, workerId, destination = syncWriter(1)
 
 		const head = `{"level":"${name}","time":`;
 		return (first: object | string, msg?: string): void => {
-			destination.write(`${head}${Date.now()},${base}${typeof first === 'string' ? lineEnd(undefined, first) : lineEnd(first, msg)}`);
+			destination.write(`${head}${Date.now()},${base}${lineEnd(first, msg)}`);
 		};
 	};
 
@@ -137,44 +136,85 @@ export function createLogger({role, level, workerId, destination = syncWriter(1)
 
 function noop(): void {}
 
-/** A line's fields after its base ones, its `msg`, and the closing brace and newline. */
-function lineEnd(fields: Readonly<Record<string, unknown>> | object | undefined, msg: string | undefined): string {
+/** pino's word for a value it could not write. */
+const UNSERIALIZABLE = '"[unable to serialize, circular reference is too complex to analyze]"';
+
+/**
+ * A line's fields after its base ones, its `msg`, and the closing brace and
+ * newline. As pino: an error given alone is the line's `err`, and its message
+ * the line's `msg` when none is given. Never throws: a log call must not take
+ * down what it reports on (a hook's error whose `toJSON` throws).
+ */
+function lineEnd(first: object | string, givenMsg: string | undefined): string {
+	let fields: object | undefined;
+	let msg = givenMsg;
+	if (typeof first === 'string') {
+		msg = first;
+	} else if (first instanceof Error) {
+		fields = {err: first};
+		msg ??= first.message;
+	} else {
+		fields = first;
+		const err = (first as {err?: unknown}).err;
+		if (msg === undefined && err instanceof Error) {
+			msg = err.message;
+		}
+	}
+
 	let text = '';
 	if (fields !== undefined) {
 		// As pino: what JSON has no value for (undefined, a function) is left out.
 		for (const key in fields) {
-			const raw = (fields as Readonly<Record<string, unknown>>)[key];
-			const value = key === 'err' ? serializeError(raw) : raw;
-			const json = value === undefined || typeof value === 'function' || typeof value === 'symbol' ? undefined : stringify(value);
+			let json: string | undefined;
+			try {
+				const raw = (fields as Readonly<Record<string, unknown>>)[key];
+				const value = key === 'err' ? serializeError(raw) : raw;
+				json = value === undefined || typeof value === 'function' || typeof value === 'symbol' ? undefined : stringify(value);
+			} catch {
+				json = UNSERIALIZABLE;
+			}
+
 			if (json !== undefined) {
 				text += `,${JSON.stringify(key)}:${json}`;
 			}
 		}
 	}
 
-	return msg === undefined ? `${text}}\n` : `${text},"msg":${JSON.stringify(msg)}}\n`;
+	return msg === undefined ? `${text}}\n` : `${text},"msg":${JSON.stringify(String(msg))}}\n`;
 }
 
-/** JSON, even of a value JSON.stringify refuses: a circular reference (pino's "[Circular]"), a BigInt (its digits). */
+/**
+ * JSON, even of a value JSON.stringify refuses, as pino writes it then: a
+ * circular reference is "[Circular]" (an object met again elsewhere, not
+ * inside itself, is written again), a BigInt is its digits, and object keys
+ * are sorted. Throws when that fails too (a `toJSON` that throws).
+ */
 function stringify(value: unknown): string | undefined {
 	try {
 		return JSON.stringify(value);
 	} catch {
-		const seen = new WeakSet<object>();
-		return JSON.stringify(value, (_key, inner: unknown) => {
+		// The objects being written, innermost last, each with the sorted copy written in its place.
+		const path: Array<{readonly original: object; readonly copy: object}> = [];
+		return JSON.stringify(value, function (this: unknown, _key, inner: unknown) {
 			if (typeof inner === 'bigint') {
-				return inner.toString();
+				return Number.isSafeInteger(Number(inner)) ? Number(inner) : inner.toString();
 			}
 
-			if (typeof inner === 'object' && inner !== null) {
-				if (seen.has(inner)) {
-					return '[Circular]';
-				}
-
-				seen.add(inner);
+			if (typeof inner !== 'object' || inner === null) {
+				return inner;
 			}
 
-			return inner;
+			while (path.length > 0 && path.at(-1)!.copy !== this) {
+				path.pop();
+			}
+
+			if (path.some(entry => entry.original === inner)) {
+				return '[Circular]';
+			}
+
+			const copy = Array.isArray(inner) ? inner : Object.fromEntries(Object.keys(inner).sort().map(name => [name, (inner as Record<string, unknown>)[name]]));
+			path.push({original: inner, copy});
+			return copy;
 		});
 	}
 }
@@ -185,41 +225,83 @@ function isErrorLike(value: unknown): value is ErrorLike {
 	return typeof value === 'object' && value !== null && typeof (value as {message?: unknown}).message === 'string';
 }
 
+/** An error's cause, if it is an error: `cause`, or VError's `cause()`. */
+function causeOf(error: ErrorLike): ErrorLike | undefined {
+	const cause = typeof error.cause === 'function' ? (error.cause as () => unknown)() : error.cause;
+	return isErrorLike(cause) ? cause : undefined;
+}
+
+/** The messages of an error and its causes, as pino joins them: `outer: inner` (a VError's message has its causes' already). */
+function messageWithCauses(error: ErrorLike): string {
+	let text = error.message || '';
+	const seen = new Set<ErrorLike>([error]);
+	for (let current = error, cause = causeOf(error); cause !== undefined; current = cause, cause = causeOf(cause)) {
+		const vErrorStyle = typeof current.cause === 'function';
+		if (seen.has(cause)) {
+			text += vErrorStyle ? '...' : ': ...';
+			break;
+		}
+
+		seen.add(cause);
+		text += vErrorStyle ? '' : `: ${cause.message || ''}`;
+	}
+
+	return text;
+}
+
+/** The stacks of an error and its causes, as pino joins them: each cause's after `caused by: `. */
+function stackWithCauses(error: ErrorLike): string {
+	let text = error.stack ?? '';
+	const seen = new Set<ErrorLike>([error]);
+	for (let cause = causeOf(error); cause !== undefined; cause = causeOf(cause)) {
+		if (seen.has(cause)) {
+			text += '\ncauses have become circular...';
+			break;
+		}
+
+		seen.add(cause);
+		text += `\ncaused by: ${cause.stack ?? ''}`;
+	}
+
+	return text;
+}
+
 /**
  * An error as pino writes its `err` field: `type` (the constructor's name),
- * `message`, `stack`, the error's own enumerable properties (`code`, `errno`,
- * `syscall`...), an AggregateError's `aggregateErrors` and an error `cause`,
- * each serialized the same way. A value that is not an error (a thrown string)
- * is written as it is. Unlike pino, `message` and `stack` are the error's own:
- * the cause's are in `cause`, not appended.
+ * `message` and `stack` with those of its causes appended, an
+ * AggregateError's `aggregateErrors`, and the error's own enumerable
+ * properties (`code`, `errno`, `syscall`...), an error among them written the
+ * same way, but its `cause` (already in the message) and an error that is
+ * being written (a reference to itself) left out. A value that is not an
+ * error (a thrown string) is written as it is.
  */
-function serializeError(value: unknown, seen = new Set<unknown>()): unknown {
-	if (!isErrorLike(value) || seen.has(value)) {
+function serializeError(value: unknown, writing = new Set<unknown>()): unknown {
+	if (!isErrorLike(value)) {
 		return value;
 	}
 
-	seen.add(value);
+	writing.add(value);
 	const serialized: Record<string, unknown> = {
 		type: typeof value.constructor === 'function' ? value.constructor.name : value.name,
-		message: value.message,
-		// As pino: an error-like object without a stack has an empty one.
-		stack: value.stack ?? '',
+		message: messageWithCauses(value),
+		stack: stackWithCauses(value),
 	};
 	if (Array.isArray(value.errors)) {
-		serialized['aggregateErrors'] = value.errors.map(inner => serializeError(inner, seen));
-	}
-
-	if (isErrorLike(value.cause) && !seen.has(value.cause)) {
-		serialized['cause'] = serializeError(value.cause, seen);
+		serialized['aggregateErrors'] = value.errors.map(inner => serializeError(inner, writing));
 	}
 
 	for (const key in value) {
 		if (serialized[key] === undefined) {
 			const inner = (value as unknown as Record<string, unknown>)[key];
-			serialized[key] = isErrorLike(inner) ? serializeError(inner, seen) : inner;
+			if (!isErrorLike(inner)) {
+				serialized[key] = inner;
+			} else if (key !== 'cause' && !writing.has(inner)) {
+				serialized[key] = serializeError(inner, writing);
+			}
 		}
 	}
 
+	writing.delete(value);
 	return serialized;
 }
 

@@ -2,6 +2,7 @@
  * The command after its signals are held (cli.ts): parse, start the primary,
  * exit with the code it settles on (exit-codes.ts). No logic of its own.
  */
+import {isatty} from 'node:tty';
 import {quickParseArgs, type ParseResult} from './command-line.js';
 import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
@@ -49,7 +50,10 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 	}
 
 	const {options, workerCount} = result;
-	const logFormat = chooseLogFormat(result.logFormat, process.stdout.isTTY === true, process.env);
+	// isatty(), not process.stdout.isTTY: the primary writes to descriptor 1
+	// itself (logger.ts), and making process.stdout would set a pipe there
+	// non-blocking, for every process that shares it.
+	const logFormat = chooseLogFormat(result.logFormat, isatty(1), process.env);
 	// Shared by the logger and every worker's forwarder (output.ts); one line
 	// state for both when they are one file.
 	const line = sharedLine(1, 2);
@@ -59,6 +63,18 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 	}) : syncWriter(1), line);
 	const stderr = new LineOutput(syncWriter(2), line);
 	const logger = createLogger({role: 'primary', level: options.logLevel, destination: stdout});
+	process.on('uncaughtException', error => {
+		try {
+			logger.fatal({err: error}, 'graceful-cluster crashed; please report this');
+		} catch {
+			// The logger itself failed (it is what crashed, say): a throw from here
+			// would end the process with Node's own code 7, which is HOOK_FAILED's.
+			process.stderr.write(`graceful-cluster crashed; please report this: ${error.stack ?? String(error)}\n`);
+		}
+
+		process.exit(ExitCode.INTERNAL);
+	});
+
 	// Its constructor installs the signal handlers; then the held ones go, and
 	// what came early is handed over, in order.
 	const primary = new Primary(options, {logger, stdout, stderr});
@@ -100,18 +116,6 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 			gracePeriodMs: options.settings.gracePeriodMs,
 		}, 'starting workers');
 	}
-
-	process.on('uncaughtException', error => {
-		try {
-			logger.fatal({err: error}, 'graceful-cluster crashed; please report this');
-		} catch {
-			// The logger itself failed (it is what crashed, say): a throw from here
-			// would end the process with Node's own code 7, which is HOOK_FAILED's.
-			process.stderr.write(`graceful-cluster crashed; please report this: ${error.stack ?? String(error)}\n`);
-		}
-
-		process.exit(ExitCode.INTERNAL);
-	});
 
 	process.exit(await primary.run());
 }

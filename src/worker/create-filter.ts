@@ -20,12 +20,14 @@ export interface FilterWiring {
 	readonly readiness?: ReadinessProbe | undefined;
 	/** The last request in flight of this server finished during a drain. */
 	readonly onIdle: () => void;
+	/** How long a connection the drain closes may linger now. */
+	readonly lingerMs: () => number;
 	/** The process's arrival telemetry, shared by its filters. */
 	readonly arrivals: Arrivals;
 	readonly onNotice?: ((code: NoticeCode) => void) | undefined;
 }
 
-export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, readiness, onIdle, arrivals, onNotice}: FilterWiring): ServerFilter {
+export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, readiness, onIdle, lingerMs, arrivals, onNotice}: FilterWiring): ServerFilter {
 	const options: FilterOptions = {
 		retryAfterSeconds: settings.retryAfterSeconds,
 		readinessPath: settings.readinessPath,
@@ -38,6 +40,7 @@ export function createFilter(server: DrainableServer, settings: WorkerSettings, 
 			}
 			: undefined,
 		onIdle,
+		lingerMs,
 		arrivals,
 		onNotice,
 	};

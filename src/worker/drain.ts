@@ -154,6 +154,7 @@ export class ProcessDrain {
 			onIdle: () => {
 				this.closeIfIdle();
 			},
+			lingerMs: this.lingerMs,
 		});
 		this.filters.push(filter);
 		const covers = (): void => {
@@ -456,9 +457,8 @@ export class ProcessDrain {
 			// summary counts a drain 503 still being written behind a response.
 			if (!this.connectionsClosed) {
 				this.connectionsClosed = true;
-				const lingerMs = this.lingerMs();
 				for (const filter of this.filters) {
-					filter.closeConnections(lingerMs);
+					filter.closeConnections();
 				}
 			}
 
@@ -470,10 +470,8 @@ export class ProcessDrain {
 		}
 	}
 
-	/** How long the connections left may linger (filter.ts LINGER_MS), leaving half the time to the deadline for the app's shutdown. */
-	private lingerMs(): number {
-		return this.deadlineAt === undefined ? LINGER_MS : Math.max(0, Math.min(LINGER_MS, (this.deadlineAt - this.clock.now()) / 2));
-	}
+	/** How long a connection the drain closes may linger now (filter.ts LINGER_MS), leaving half the time to the deadline for the app's shutdown. */
+	private readonly lingerMs = (): number => (this.deadlineAt === undefined ? LINGER_MS : Math.max(0, Math.min(LINGER_MS, (this.deadlineAt - this.clock.now()) / 2)));
 
 	private startHooks(): void {
 		const hooks = namedHooks(this.hooks);

@@ -64,6 +64,11 @@ export interface FilterOptions {
 	 * drain looks again whether it can move on.
 	 */
 	readonly onIdle: () => void;
+	/**
+	 * How long a connection the drain closes may linger now (LINGER_MS, or
+	 * less near the deadline); LINGER_MS when absent (unit tests).
+	 */
+	readonly lingerMs?: (() => number) | undefined;
 }
 
 /**
@@ -93,8 +98,12 @@ export interface ServerFilter extends Counts {
 	 * client (http1-connections.ts `closeLingering`), within `lingerMs`.
 	 * `onIdle` is called when the last of them has closed.
 	 */
-	closeConnections(lingerMs?: number): void;
-	/** Connections `closeConnections()` is closing that have not closed yet. */
+	closeConnections(): void;
+	/**
+	 * Connections closing gracefully that have not closed yet: those
+	 * `closeConnections()` closes, and those the drain ended with
+	 * `Connection: close` after their last response.
+	 */
 	readonly closingConnections: number;
 	/**
 	 * Moves responses in flight that turned out to be long-lived (event streams)

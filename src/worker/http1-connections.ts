@@ -27,7 +27,25 @@ const LAST_QUEUED = Symbol('graceful-cluster.lastQueued');
  * never processed.
  */
 const CLOSING = Symbol('graceful-cluster.closing');
-type TrackedSocket = Socket & {[LAST_QUEUED]?: ServerResponse | undefined; [CLOSING]?: true};
+/** On a connection: it is being closed gracefully (`closeLingering`). */
+const LINGERING = Symbol('graceful-cluster.lingering');
+type TrackedSocket = Socket & {[LAST_QUEUED]?: ServerResponse | undefined; [CLOSING]?: true; [LINGERING]?: true};
+
+/** What the filter does with a connection once its last response is out (http1-filter.ts `lingerAfterLast`). */
+export type LingerAfterLast = (socket: Socket) => void;
+
+/**
+ * Marks `socket` as closing: a response on it carries `Connection: close`.
+ * Node then closes the socket once that response is out, with
+ * `socket.destroySoon()`, its one call of it; `linger` takes that over
+ * (`closeLingering`), so the close cannot be a reset.
+ */
+function markClosing(socket: TrackedSocket, linger: LingerAfterLast): void {
+	socket[CLOSING] = true;
+	socket.destroySoon = function (this: Socket) {
+		linger(this);
+	};
+}
 
 /**
  * At the drain's start: `Connection: close` on `response` if it is the last
@@ -36,7 +54,7 @@ type TrackedSocket = Socket & {[LAST_QUEUED]?: ServerResponse | undefined; [CLOS
  * connection, or the connection is closed with the idle ones when the drain
  * stops listening (retiring: when the linger ends).
  */
-export function closeAfterLast(response: ServerResponse, isOpen: (response: ServerResponse) => boolean): void {
+export function closeAfterLast(response: ServerResponse, isOpen: (response: ServerResponse) => boolean, linger: LingerAfterLast): void {
 	const socket = response.req.socket as TrackedSocket | null;
 	if (socket !== null) {
 		// Responses on a connection finish in arrival order, so while the last
@@ -48,7 +66,7 @@ export function closeAfterLast(response: ServerResponse, isOpen: (response: Serv
 		}
 
 		if (!response.headersSent) {
-			socket[CLOSING] = true;
+			markClosing(socket, linger);
 		}
 	}
 
@@ -88,7 +106,7 @@ export function watchQueued(request: IncomingMessage, response: ServerResponse, 
  * answered (the client sees the connection close and may retry it). Its body
  * is read so that the close is a FIN, not a reset.
  */
-export function claimLast(request: IncomingMessage): boolean {
+export function claimLast(request: IncomingMessage, linger: LingerAfterLast): boolean {
 	const socket = request.socket as TrackedSocket | null;
 	if (socket === null) {
 		return true;
@@ -99,7 +117,7 @@ export function claimLast(request: IncomingMessage): boolean {
 		return false;
 	}
 
-	socket[CLOSING] = true;
+	markClosing(socket, linger);
 	return true;
 }
 
@@ -133,7 +151,7 @@ export function closeKeepingUnflushed(open: readonly ServerResponse[], close: ()
 let connectionsKey: symbol | undefined;
 
 /**
- * The sockets of `server`'s connections, from Node's own list; undefined when
+ * The sockets of `server`'s connections not closing already, from Node's own list; undefined when
  * the server keeps none (an HTTP/2 server with `allowHTTP1`) or a Node version
  * keeps it under another name. At the drain's end only.
  */
@@ -146,7 +164,7 @@ export function connectionsOf(server: http.Server): Socket[] | undefined {
 
 	const sockets: Socket[] = [];
 	for (const connection of list.all()) {
-		if (connection.socket && !connection.socket.destroyed) {
+		if (connection.socket && !connection.socket.destroyed && (connection.socket as TrackedSocket)[LINGERING] !== true) {
 			sockets.push(connection.socket);
 		}
 	}
@@ -168,6 +186,7 @@ export function connectionsOf(server: http.Server): Socket[] | undefined {
  */
 export function closeLingering(socket: Socket, lingerMs: number, closed: () => void): void {
 	(socket as TrackedSocket)[CLOSING] = true;
+	(socket as TrackedSocket)[LINGERING] = true;
 	const timer = setTimeout(() => {
 		// Bytes Node still holds (a drain 503 queued behind a response to a slow
 		// reader) are written first, as a response in flight would be: bounded

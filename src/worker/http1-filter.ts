@@ -22,7 +22,7 @@
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net, {type Socket} from 'node:net';
 import {claimServer, LINGER_MS, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
-import {claimLast, closeAfterLast, closeAllLingering, closeKeepingUnflushed, watchQueued} from './http1-connections.js';
+import {claimLast, closeAfterLast, closeAllLingering, closeKeepingUnflushed, closeLingering, watchQueued} from './http1-connections.js';
 import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
 import {Ledger} from './ledger.js';
@@ -237,7 +237,7 @@ export class RequestFilter implements ServerFilter {
 		this.ledger.draining = mode !== Mode.SERVING;
 		if (wasServing && mode !== Mode.SERVING) {
 			for (const response of this.ledger.entries) {
-				closeAfterLast(response, this.isOpen);
+				closeAfterLast(response, this.isOpen, this.lingerAfterLast);
 			}
 		}
 	}
@@ -299,9 +299,28 @@ export class RequestFilter implements ServerFilter {
 	 * closes its side, or after `lingerMs` (http1-connections.ts
 	 * `closeLingering`); `closingConnections` counts them until then.
 	 */
-	closeConnections(lingerMs = LINGER_MS): void {
-		this.closing += closeAllLingering(this.server, lingerMs, this.connectionClosed);
+	closeConnections(): void {
+		this.closing += closeAllLingering(this.server, this.lingerMs(), this.connectionClosed);
 	}
+
+	/** How long a connection closed now may linger (the drain's bound). */
+	private lingerMs(): number {
+		return this.options.lingerMs?.() ?? LINGER_MS;
+	}
+
+	/**
+	 * A connection whose last response carries the drain's `Connection: close`:
+	 * when that response is out, Node closes the socket (`destroySoon()`: a
+	 * FIN, then a destroy as soon as the bytes are handed to the kernel), and
+	 * unread bytes in its receive buffer (an upload the app never read) turn
+	 * that destroy into a reset that throws away the response's tail. So the
+	 * close is ours, as at the drain's end: counted in `closingConnections`
+	 * until the socket has closed. Drain time only, once per connection.
+	 */
+	private readonly lingerAfterLast = (socket: Socket): void => {
+		this.closing++;
+		closeLingering(socket, this.lingerMs(), this.connectionClosed);
+	};
 
 	/** Connections `closeConnections()` is closing that have not closed yet. */
 	get closingConnections(): number {
@@ -372,7 +391,7 @@ export class RequestFilter implements ServerFilter {
 		} else {
 			// What the load balancer sent, whatever the answer: a pipelined request dropped below included.
 			this.arrivals.arrived(request.socket?.remoteAddress, request.headers['user-agent']);
-			if (!claimLast(request)) {
+			if (!claimLast(request, this.lingerAfterLast)) {
 				return true;
 			}
 
@@ -538,7 +557,7 @@ export class RequestFilter implements ServerFilter {
 
 	/** A probe's answer; during a drain with `Connection: close`, if this request may still be answered (http1-connections.ts). */
 	private answer(request: IncomingMessage, response: ServerResponse, {status, body}: ProbeAnswer): void {
-		if (this.mode !== Mode.SERVING && !claimLast(request)) {
+		if (this.mode !== Mode.SERVING && !claimLast(request, this.lingerAfterLast)) {
 			return;
 		}
 

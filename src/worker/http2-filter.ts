@@ -243,8 +243,8 @@ export class Http2Filter implements ServerFilter {
 	}
 
 	/** Nothing is in flight: every session and HTTP/1.1 connection left is closed. */
-	closeConnections(lingerMs?: number): void {
-		this.http1.closeConnections(lingerMs);
+	closeConnections(): void {
+		this.http1.closeConnections();
 		this.sessions.raiseFloor('destroyed');
 	}
 

@@ -44,12 +44,33 @@ class CodedError extends Error {
 	errno = -5;
 }
 
-/** The errors logAll logs: made once, so that both loggers see the same stacks. */
-const ERRORS = {
-	coded: new CodedError('boom'),
-	typed: new TypeError('typed'),
-	aggregate: new AggregateError([new Error('one'), new RangeError('two')], 'many'),
-};
+/** The odd values logAll logs: made once, so that both loggers see the same stacks. */
+const ERRORS = (() => {
+	const shared = {x: 1};
+	const circular: Record<string, unknown> = {name: 'loop', shared};
+	circular['self'] = circular;
+	const selfReferring = Object.assign(new Error('refers to itself'), {self: undefined as unknown});
+	selfReferring.self = selfReferring;
+	const withCircularData = Object.assign(new Error('circular data'), {data: circular});
+	const throwingToJson = Object.assign(new Error('toJSON throws'), {extra: {toJSON() {
+		throw new Error('tj');
+	}}});
+	const vCause = new Error('the cause');
+	const vError = Object.assign(new Error('outer: the cause is in here already'), {cause: () => vCause});
+	return {
+		coded: new CodedError('boom'),
+		typed: new TypeError('typed'),
+		aggregate: new AggregateError([new Error('one'), new RangeError('two')], 'many'),
+		caused: new Error('outer', {cause: new Error('middle', {cause: new TypeError('inner')})}),
+		vError,
+		selfReferring,
+		withCircularData,
+		throwingToJson,
+		circular,
+		shared,
+		alone: new Error('logged alone'),
+	};
+})();
 
 /** Every shape of call the code makes, and values an app can put in a field (a hook's name, a thrown value). */
 function logAll(logger: Logger): void {
@@ -66,6 +87,16 @@ function logAll(logger: Logger): void {
 	logger.trace('not written at debug');
 	logger.info({}, '');
 	logger.info({only: 'fields'});
+	logger.error({err: ERRORS.caused}, 'an error with causes');
+	logger.error({err: ERRORS.vError}, 'a VError-style cause');
+	logger.error({err: ERRORS.selfReferring}, 'an error referring to itself');
+	logger.error({err: ERRORS.withCircularData}, 'an error with circular data');
+	logger.error({err: ERRORS.throwingToJson}, 'an error whose data cannot be written');
+	logger.info({circular: ERRORS.circular, big: 10n, twice: [ERRORS.shared, ERRORS.shared]}, 'a circular object, a BigInt, one object twice');
+	logger.info({twice: [ERRORS.shared, ERRORS.shared], big: 12n}, 'one object twice in a field JSON refuses');
+	logger.error(ERRORS.alone);
+	logger.error(ERRORS.alone, 'an error alone, with a message');
+	logger.warn({err: ERRORS.typed});
 }
 
 test('the lines are pino\'s for every call we make: the same fields, in the same order, errors included', t => {
@@ -73,7 +104,7 @@ test('the lines are pino\'s for every call we make: the same fields, in the same
 	const theirs = collect();
 	logAll(createLogger({role: 'worker', level: 'debug', workerId: 3, destination: ours.destination}));
 	logAll(pinoLogger('debug', 3, theirs.destination));
-	t.is(ours.lines.length, 12);
+	t.is(ours.lines.length, 22);
 	t.deepEqual(ours.lines, theirs.lines);
 	// The same text too, but for the time.
 	const withoutTime = (line: string) => line.replace(/"time":\d+/, '"time":0');
@@ -109,26 +140,27 @@ test('isLevelEnabled: what pino answers, for every level at every level', t => {
 	}
 });
 
-test('an error with a cause: the cause serialized under cause; its message and stack are the error\'s own', t => {
+test('an error with causes: their messages and stacks joined into its own, as pino does', t => {
 	const {lines, destination} = collect();
-	const cause = new Error('inner');
-	createLogger({role: 'worker', level: 'info', destination}).error({err: new Error('outer', {cause})}, 'caused');
+	createLogger({role: 'worker', level: 'info', destination}).error({err: ERRORS.caused}, 'caused');
 	const err = lines[0]!['err'] as Record<string, unknown>;
-	t.is(err['message'], 'outer');
-	t.like(err['cause'], {type: 'Error', message: 'inner', stack: cause.stack});
+	t.is(err['message'], 'outer: middle: inner');
+	t.regex(String(err['stack']), /^Error: outer\n[^]*\ncaused by: Error: middle\n[^]*\ncaused by: TypeError: inner\n/);
+	t.false('cause' in err);
 });
 
-test('a field JSON refuses (a circular object, a BigInt) is written anyway, never thrown', t => {
+test('a field that cannot be written at all (its toJSON throws) is pino\'s placeholder; the log call never throws', t => {
 	const {lines, destination} = collect();
-	const circular: Record<string, unknown> = {name: 'loop'};
-	circular['self'] = circular;
-	const error = Object.assign(new Error('circular error'), {self: undefined as unknown});
-	error.self = error;
 	const logger = createLogger({role: 'worker', level: 'info', destination});
-	logger.info({circular, big: 10n}, 'odd values');
-	logger.error({err: error}, 'odd error');
-	t.deepEqual(lines[0], {level: 'info', role: 'worker', pid: process.pid, circular: {name: 'loop', self: '[Circular]'}, big: '10', msg: 'odd values'});
-	t.like(lines[1], {msg: 'odd error', err: {type: 'Error', message: 'circular error'}});
+	const getterThrows = {get value() {
+		throw new Error('getter');
+	}};
+	t.notThrows(() => {
+		logger.error({err: ERRORS.throwingToJson, hook: 'db'}, 'a shutdown hook failed; running the rest');
+		logger.info({getterThrows}, 'a getter that throws');
+	});
+	t.like(lines[0], {hook: 'db', err: '[unable to serialize, circular reference is too complex to analyze]', msg: 'a shutdown hook failed; running the rest'});
+	t.like(lines[1], {getterThrows: '[unable to serialize, circular reference is too complex to analyze]', msg: 'a getter that throws'});
 });
 
 test('a level that is not one throws at once', t => {
@@ -202,4 +234,27 @@ test('syncWriter on a non-blocking pipe that fills: waits and writes everything,
 	t.true(lines.every(line => line.length === (64 * 1024) - 1));
 	t.is(code, 0, stderr);
 	t.regex(stderr, /wrote all\nstill running\n/);
+});
+
+test('syncWriter on a full disk (ENOSPC): the lines are dropped, the process goes on', async t => {
+	const script = `
+		const {createLogger} = await import('./dist/src/logger.js');
+		const logger = createLogger({role: 'primary', level: 'info'});
+		logger.info('dropped');
+		logger.error({err: new Error('also dropped')}, 'dropped too');
+		process.stderr.write('still running\\n');
+	`;
+	const {openSync, closeSync} = await import('node:fs');
+	const full = openSync('/dev/full', 'w');
+	t.teardown(() => {
+		closeSync(full);
+	});
+	const child = spawn(process.execPath, ['--input-type=module', '-e', script], {cwd: ROOT, stdio: ['ignore', full, 'pipe']});
+	let stderr = '';
+	child.stderr!.setEncoding('utf8').on('data', (text: string) => {
+		stderr += text;
+	});
+	const [code] = await once(child, 'exit') as [number | null];
+	t.is(code, 0, stderr);
+	t.is(stderr, 'still running\n');
 });
