@@ -313,11 +313,17 @@ async function figureStart() {
 		const flagTimes = await measureStart(flagCases(builds), {rounds, warmup: 2, env});
 		const ms = values => fmt(summary(values), {decimals: 0, unit: ' ms'});
 		const r = (a, b) => summary(a.map((value, i) => value / b[i]));
-		const gc = startTimes['graceful-cluster -w 2 app (attach)'];
+		const plain = startTimes['graceful-cluster -w 2 app'];
 		const hand = startTimes['node:cluster primary, 2 workers'];
-		const startRatio = r(gc, hand);
-		row(`start: spawn -> both workers listening, \`graceful-cluster -w 2\`, app with \`attach()\`${suffix}`, 'a hand-written `node:cluster` primary running the same app without the helper; plain `node app`',
-			`${fmt(startRatio, {unit: 'x'})}; ${ms(gc)} vs ${ms(hand)}; plain node app ${ms(startTimes['node app'])}; without attach() in the app ${ms(startTimes['graceful-cluster -w 2 app'])}`, '<= 1.2x', verdict(startRatio.median <= 1.2));
+		const plainRatio = r(plain, hand);
+		row(`start: spawn -> both workers listening, \`graceful-cluster -w 2\`, app without \`attach()\`${suffix}`, 'a hand-written `node:cluster` primary running the same app; plain `node app`',
+			`${fmt(plainRatio, {unit: 'x'})}; ${ms(plain)} vs ${ms(hand)}; plain node app ${ms(startTimes['node app'])}`, '<= 1.2x', verdict(plainRatio.median <= 1.2));
+		// The same app with attach() under both: the helper's own import is the app's in either.
+		const gc = startTimes['graceful-cluster -w 2 app (attach)'];
+		const handAttach = startTimes['node:cluster primary, 2 workers (attach)'];
+		const attachRatio = r(gc, handAttach);
+		row(`start: spawn -> both workers listening, \`graceful-cluster -w 2\`, app with \`attach()\`${suffix}`, 'a hand-written `node:cluster` primary running the same app, `attach()` and all',
+			`${fmt(attachRatio, {unit: 'x'})}; ${ms(gc)} vs ${ms(handAttach)}; against the hand-written primary running the app without the helper ${fmt(r(gc, hand), {unit: 'x'})}`, '<= 1.2x', verdict(attachRatio.median <= 1.2));
 		for (const flag of ['--version', '--help']) {
 			const values = flagTimes[`graceful-cluster ${flag}`];
 			const flagRatio = r(values, flagTimes['node -e 0']);

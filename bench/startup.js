@@ -4,9 +4,9 @@
 //
 //   start:  `graceful-cluster -w 2 app` until both workers listen (the primary's
 //           'worker listening' lines), vs a hand-written node:cluster primary
-//           running the same app (servers/cluster.mjs) until both listen, vs
-//           plain `node app` until it listens; the app is servers/hello.mjs,
-//           without attach() unless said
+//           running the same app (servers/cluster.mjs) until both listen, with
+//           attach() in the app or without, vs plain `node app` until it
+//           listens; the app is servers/hello.mjs, without attach() unless said
 //           and the CPU the process group had used by then (every process and
 //           thread): on 2 cores the start follows that sum
 //   flags:  `graceful-cluster --version` and `--help` until exit, vs `node -e 0`
@@ -61,9 +61,10 @@ process.stdout.write(`node ${process.version}, ${ROUNDS} rounds (+${WARMUP} warm
 if (flags.only !== 'flags') {
 	const cpu = {};
 	const times = await measure(startCases(BUILDS), {rounds: ROUNDS, warmup: WARMUP, cpu});
-	process.stdout.write(`start: spawn -> all workers listening\n${table(times, ['node:cluster primary, 2 workers', 'node app'])}\n\n`);
+	const baselines = ['node:cluster primary, 2 workers', 'node:cluster primary, 2 workers (attach)', 'node app'];
+	process.stdout.write(`start: spawn -> all workers listening\n${table(times, baselines)}\n\n`);
 	// On 2 cores three processes share them: the start follows the CPU they use in all.
-	process.stdout.write(`CPU used by then, all processes and threads of the group\n${table(cpu, ['node:cluster primary, 2 workers', 'node app'])}\n\n`);
+	process.stdout.write(`CPU used by then, all processes and threads of the group\n${table(cpu, baselines)}\n\n`);
 }
 
 if (flags.only !== 'start') {

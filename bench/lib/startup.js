@@ -31,6 +31,10 @@ export const startCases = builds => ({
 		'graceful-cluster -w 2 app (attach)': {args: [cli, '-w', '2', HELLO], env: {BENCH_WRAP: 'attach', BENCH_WORKER: worker}, msg: 'worker listening', until: 2},
 	})),
 	'node:cluster primary, 2 workers': {args: [CLUSTER], env: {BENCH_WRAP: 'none', WORKERS: '2'}, msg: 'worker listening', until: 2},
+	// The same app as the (attach) case, attach() and all (the helper then runs as
+	// under plain node), with the last build's helper: what the helper's own import
+	// costs each worker is in both, and the ratio is the CLI's.
+	'node:cluster primary, 2 workers (attach)': {args: [CLUSTER], env: {BENCH_WRAP: 'attach', BENCH_WORKER: builds.at(-1).worker, WORKERS: '2'}, msg: 'worker listening', until: 2},
 	// What people compare with first: pm2's container entrypoint, cluster mode, its
 	// state under a home of its own; the app's own 'listening' lines, which it passes on.
 	...(existsSync(PM2_RUNTIME) ? {'pm2-runtime -i 2 app': {args: [PM2_RUNTIME, 'start', HELLO, '-i', '2'], env: {BENCH_WRAP: 'none', PM2_HOME: path.join(os.tmpdir(), 'graceful-cluster-bench-pm2')}, msg: 'listening', until: 2}} : {}),
