@@ -370,8 +370,10 @@ export class ClusterDrain {
 			lastArrivalMs: figures.lastMs,
 			lastArrivalFrom: figures.lastFrom,
 			arrivals: figures.total,
-			// Every second up to the reject phase's end, the quiet ones too.
-			arrivalsBySecond: Array.from({length: Math.ceil(end.atMs / 1000)}, (_, second) => figures.bySecond[second] ?? 0),
+			// Every second up to the reject phase's end, the quiet ones too, or
+			// to the last arrival's if later (a request pipelined behind a slow
+			// response, refused in the closing phase): they add up to `arrivals`.
+			arrivalsBySecond: Array.from({length: Math.max(Math.ceil(end.atMs / 1000), Math.floor((figures.lastMs ?? 0) / 1000) + 1)}, (_, second) => figures.bySecond[second] ?? 0),
 			rejectEnd: end.by,
 			rejectEndedMs: end.atMs,
 			...(uncounted > 0 ? {arrivalsUncounted: uncounted} : {}),

@@ -7,6 +7,7 @@
 import http from 'node:http';
 import test, {type ExecutionContext} from 'ava';
 import {fixture, startCluster} from '../helpers/cluster.js';
+import {RawConnection} from '../helpers/http.js';
 
 /** A load balancer node: requests from `address` on its kept-alive connections until stopped. */
 function node(port: number, address: string) {
@@ -101,4 +102,28 @@ test('--adaptive-reject off (the default): the full period; the figures still sa
 	t.like(finished, {rejectEnd: 'period', rejectEndedMs: 8000, lastArrivalFrom: '127.0.0.3'});
 	t.true((finished['lastArrivalMs'] as number) < 1500);
 	t.regex(String(finished['advice']), /stopped sending 1\.\d s after the signal; the reject phase ended [67]\.\d s after that/);
+});
+
+test('an arrival after the reject phase ended (pipelined behind a slow response) is in arrivalsBySecond too: the seconds add up to arrivals', async t => {
+	const app = await startCluster(t, ['--reject-period', '300ms', '--grace-period', '20s'], fixture('app.mjs'), {workers: 1});
+	const connection = await RawConnection.open(app.port);
+	t.teardown(() => {
+		connection.close();
+	});
+	connection.socket.write('GET /trickle?ms=1800 HTTP/1.1\r\nHost: x\r\n\r\n');
+	await app.waitForLog('fixture request started');
+	app.kill('SIGTERM');
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'stopped listening; waiting for requests in flight');
+	// Past the first second, so that it lands in a second of its own.
+	await new Promise(resolve => {
+		setTimeout(resolve, 900);
+	});
+	connection.socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+	t.is((await app.exited).code, 0, app.text());
+	const finished = app.lines.find(line => line.msg === 'drain finished')!;
+	const bySecond = finished['arrivalsBySecond'] as number[];
+	t.is(finished['arrivals'], 1);
+	t.true(Number(finished['lastArrivalMs']) > Number(finished['rejectEndedMs']) + 500, JSON.stringify(finished));
+	t.is(bySecond.reduce((sum, count) => sum + count, 0), 1, JSON.stringify(bySecond));
+	t.is(bySecond.length, 2);
 });
