@@ -12,6 +12,7 @@ import {setImmediate as nextTick} from 'node:timers/promises';
 import {Mode} from '../../src/worker/filter.js';
 import {RequestFilter} from '../../src/worker/http1-filter.js';
 import {url} from '../../testkit/net.js';
+import {waitUntil} from '../../testkit/proc.js';
 import {switchableCheck} from '../helpers/fakes.js';
 import {client, rawExchange, RawConnection, UPGRADE_REQUEST as UPGRADE} from '../helpers/http.js';
 
@@ -33,7 +34,7 @@ interface Rig {
 	idle: Promise<void>;
 }
 
-async function rig(t: import('ava').ExecutionContext): Promise<Rig> {
+async function rig(t: import('ava').ExecutionContext, {lingerMs}: {lingerMs?: number} = {}): Promise<Rig> {
 	const seen: string[] = [];
 	const holding = new Map<string, ServerResponse>();
 	const server = http.createServer((request: IncomingMessage, response: ServerResponse) => {
@@ -56,6 +57,7 @@ async function rig(t: import('ava').ExecutionContext): Promise<Rig> {
 			state.idleCalls++;
 			events.emit('idle');
 		},
+		lingerMs: lingerMs === undefined ? undefined : () => lingerMs,
 	});
 	await once(server.listen(0, '127.0.0.1'), 'listening');
 	t.teardown(() => {
@@ -703,4 +705,37 @@ test('an event stream the drain ends while the app still writes to it: the late 
 	}});
 	endOwnedStream(other);
 	t.throws(() => other.emit('error', new Error('the socket broke')), {message: 'the socket broke'});
+});
+
+test('closeConnections: a FIN to each connection left, which closes when its client closes its side; one whose client never does is destroyed after the linger; closingConnections counts them, onIdle once the last has closed', async t => {
+	const r = await rig(t, {lingerMs: 300});
+	// One client keeps its side open after our FIN (allowHalfOpen); the other closes at once, as HTTP clients do.
+	const stubborn = net.connect({port: r.port, host: '127.0.0.1', allowHalfOpen: true});
+	const polite = net.connect({port: r.port, host: '127.0.0.1'});
+	t.teardown(() => {
+		stubborn.destroy();
+		polite.destroy();
+	});
+	await Promise.all([once(stubborn, 'connect'), once(polite, 'connect')]);
+	for (const socket of [stubborn, polite]) {
+		socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+	}
+
+	// Both idle keep-alive connections after their response.
+	await Promise.all([once(stubborn, 'data'), once(polite, 'data')]);
+	r.filter.setMode(Mode.REJECT);
+	const startedAt = performance.now();
+	r.filter.closeConnections();
+	t.is(r.filter.closingConnections, 2);
+	await Promise.all([once(stubborn, 'end'), once(polite, 'close')]);
+	// The polite one closes as soon as its FIN is read; the stubborn one lingers.
+	await waitUntil(() => r.filter.closingConnections === 1, {timeout: 250, what: 'the polite connection closed on the server'});
+	// A request on the lingering connection is read and dropped, never handed to the app.
+	stubborn.write('GET /late HTTP/1.1\r\nHost: x\r\n\r\n');
+	await r.idle;
+	const elapsed = performance.now() - startedAt;
+	t.true(elapsed >= 250 && elapsed < 1500, `closed after ${Math.round(elapsed)} ms`);
+	t.is(r.filter.closingConnections, 0);
+	t.is(r.idleCalls, 1);
+	t.false(r.seen.includes('/late'));
 });
