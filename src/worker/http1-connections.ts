@@ -38,12 +38,16 @@ export type LingerAfterLast = (socket: Socket) => void;
  * Marks `socket` as closing: a response on it carries `Connection: close`.
  * Node then closes the socket once that response is out, with
  * `socket.destroySoon()`, its one call of it; `linger` takes that over
- * (`closeLingering`), so the close cannot be a reset.
+ * (`closeLingering`), so the close cannot be a reset. Once: a connection the
+ * drain's end is closing already (a 503 queued behind a slow response, out
+ * after it) needs nothing more.
  */
 function markClosing(socket: TrackedSocket, linger: LingerAfterLast): void {
 	socket[CLOSING] = true;
-	socket.destroySoon = function (this: Socket) {
-		linger(this);
+	socket.destroySoon = function (this: TrackedSocket) {
+		if (this[LINGERING] !== true) {
+			linger(this);
+		}
 	};
 }
 
