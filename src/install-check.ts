@@ -17,16 +17,6 @@ import {readFileSync, statSync} from 'node:fs';
 import {fileURLToPath} from 'node:url';
 
 /**
- * What keeps this copy of the package from running, one phrase each: the
- * files `list` names (those under `under`). Nothing to check without a list
- * (the compiled tree; an app's own build, which has no URL of its own). Empty
- * when all is well.
- */
-export function installProblems(list: URL | undefined, under = ''): string[] {
-	return list === undefined ? [] : damagedFiles(list, under);
-}
-
-/**
  * What is wrong with the files `list` names (those under `under` only), one
  * phrase each: missing, or not the size the build wrote. Empty when all is well
  * or when there is no list.

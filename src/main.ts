@@ -7,7 +7,7 @@ import {quickParseArgs, type ParseResult} from './command-line.js';
 import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
 import {createLogger, syncWriter} from './logger.js';
-import {installProblems} from './install-check.js';
+import {damagedFiles} from './install-check.js';
 import {FILES_JSON} from './package-files.js';
 import {Primary} from './primary/index.js';
 import {chooseLogFormat, prettySink} from './primary/log-format.js';
@@ -44,7 +44,7 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 	// A partial or truncated copy of the package (part of dist/ copied into an
 	// image) is said here, before the app runs: found later, a missing worker
 	// chunk would crash every worker, or one loaded at the drain cut its requests.
-	const damaged = installProblems(FILES_JSON);
+	const damaged = damagedFiles(FILES_JSON);
 	if (damaged.length > 0) {
 		exitIncomplete(damaged.join('; '));
 	}

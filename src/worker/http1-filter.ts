@@ -131,7 +131,7 @@ export class RequestFilter implements ServerFilter {
 	/** True while `intercept` runs for a `'checkContinue'`: no body is coming until we say so. */
 	private expectingContinue = false;
 	private readonly isOpen = (response: ServerResponse): boolean => this.ledger.has(response);
-	/** Connections `closeConnections()` is closing that have not closed yet. */
+	/** Connections closing gracefully that have not closed yet (`closingConnections`). */
 	private closing = 0;
 	private readonly connectionClosed = (): void => {
 		this.closing--;
@@ -322,7 +322,7 @@ export class RequestFilter implements ServerFilter {
 		closeLingering(socket, this.lingerMs(), this.connectionClosed);
 	};
 
-	/** Connections `closeConnections()` is closing that have not closed yet. */
+	/** Connections closing gracefully (`closeConnections`, `lingerAfterLast`) that have not closed yet. */
 	get closingConnections(): number {
 		return this.closing;
 	}

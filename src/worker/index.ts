@@ -9,7 +9,7 @@
  */
 import net from 'node:net';
 import {systemClock} from '../clock.js';
-import {installProblems} from '../install-check.js';
+import {damagedFiles} from '../install-check.js';
 import {createLogger, logLevelFromEnv} from '../logger.js';
 import {settingsFromEnv, workerSettingsFromEnv, type WorkerSettings} from '../settings.js';
 import {ExitCode} from '../exit-codes.js';
@@ -96,7 +96,7 @@ function setUp(): ProcessDrain {
 	// its logger would fail at the first line and cut the requests in flight.
 	// No URL of its own where a bundler put it into the app's CommonJS build
 	// (esbuild leaves import.meta empty there): no files of ours to check.
-	const damaged = installProblems((import.meta.url as string | undefined) ? new URL('../graceful-cluster-files.json', import.meta.url) : undefined, 'worker/');
+	const damaged = (import.meta.url as string | undefined) ? damagedFiles(new URL('../graceful-cluster-files.json', import.meta.url), 'worker/') : [];
 	if (damaged.length > 0) {
 		throw new Error(`graceful-cluster/worker: its installation is incomplete: ${damaged.join('; ')}. Reinstall graceful-cluster with its dependencies (npm ci).`);
 	}
