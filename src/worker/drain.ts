@@ -24,7 +24,7 @@ import type {DrainSummary, NoticeCode} from '../protocol.js';
 import type {WorkerSettings} from '../settings.js';
 import {rejectEndsAt, type Timeline} from '../timeline.js';
 import {createFilter} from './create-filter.js';
-import {LINGER_MS, type DrainableServer, type ServerFilter} from './filter.js';
+import {LINGER_MAX_MS, type DrainableServer, type ServerFilter} from './filter.js';
 import {modeFor, stopsAccepting, type Phase, type PhaseName} from './phase.js';
 import type {AppShutdown, AppShutdownEnd} from './app-shutdown.js';
 import {namedHooks, runHooks, type ShutdownHook} from './hooks.js';
@@ -470,8 +470,8 @@ export class ProcessDrain {
 		}
 	}
 
-	/** How long a connection the drain closes may linger now (filter.ts LINGER_MS), leaving half the time to the deadline for the app's shutdown. */
-	private readonly lingerMs = (): number => (this.deadlineAt === undefined ? LINGER_MS : Math.max(0, Math.min(LINGER_MS, (this.deadlineAt - this.clock.now()) / 2)));
+	/** The longest a connection the drain closes may linger now (filter.ts LINGER_MAX_MS), leaving half the time to the deadline for the app's shutdown. */
+	private readonly lingerMs = (): number => (this.deadlineAt === undefined ? LINGER_MAX_MS : Math.max(0, Math.min(LINGER_MAX_MS, (this.deadlineAt - this.clock.now()) / 2)));
 
 	private startHooks(): void {
 		const hooks = namedHooks(this.hooks);

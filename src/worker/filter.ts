@@ -65,19 +65,29 @@ export interface FilterOptions {
 	 */
 	readonly onIdle: () => void;
 	/**
-	 * How long a connection the drain closes may linger now (LINGER_MS, or
-	 * less near the deadline); LINGER_MS when absent (unit tests).
+	 * The longest a connection the drain closes may linger now
+	 * (LINGER_MAX_MS, or less near the deadline); LINGER_MAX_MS when absent
+	 * (unit tests).
 	 */
 	readonly lingerMs?: (() => number) | undefined;
 }
 
 /**
- * How long a connection closed at the drain's end may linger, at most:
- * Apache's lingering close reads for 2 s (nginx's `lingering_time` allows 30).
- * A client that reads what it was sent closes its side within a round trip
- * after our FIN; this bounds one that does not, or keeps sending.
+ * How long a connection closed at the drain's end may stay quiet before it is
+ * destroyed: Apache's lingering close reads for 2 s (nginx's
+ * `lingering_timeout` is 5). A client that reads what it was sent closes its
+ * side within a round trip after our FIN; this bounds one that does not.
  */
 export const LINGER_MS = 2000;
+
+/**
+ * The longest a connection closed at the drain's end may linger while its
+ * client keeps sending (an upload the app never read), as nginx's
+ * `lingering_time`: destroyed while bytes still arrive, the close is a reset
+ * that throws away what the client had not read yet. Half the time left to
+ * the deadline, when that is less.
+ */
+export const LINGER_MAX_MS = 30_000;
 
 export interface ServerFilter extends Counts {
 	readonly server: net.Server;

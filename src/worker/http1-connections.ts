@@ -12,6 +12,7 @@
  */
 import http, {type IncomingMessage, type ServerResponse} from 'node:http';
 import type {Socket} from 'node:net';
+import {LINGER_MS} from './filter.js';
 import {ignoreError} from './long-lived.js';
 
 /**
@@ -30,6 +31,11 @@ const CLOSING = Symbol('graceful-cluster.closing');
 /** On a connection: it is being closed gracefully (`closeLingering`). */
 const LINGERING = Symbol('graceful-cluster.lingering');
 type TrackedSocket = Socket & {[LAST_QUEUED]?: ServerResponse | undefined; [CLOSING]?: true; [LINGERING]?: true};
+
+/** True once `socket`'s last response has been decided on during a drain: what the client sends after it is dropped. */
+export function isClosing(socket: Socket | undefined): boolean {
+	return (socket as TrackedSocket | undefined)?.[CLOSING] === true;
+}
 
 /** What the filter does with a connection once its last response is out (http1-filter.ts `lingerAfterLast`). */
 export type LingerAfterLast = (socket: Socket) => void;
@@ -180,7 +186,8 @@ export function connectionsOf(server: http.Server): Socket[] | undefined {
  * Closes a connection with nothing in flight without losing what it still has
  * to send: a FIN after the bytes still queued, then what the client still
  * sends is read and dropped (a request parsed from it is never processed:
- * `claimLast`) until the client closes its side, or `lingerMs` at most.
+ * `claimLast`) until the client closes its side, or has sent nothing for a
+ * window of LINGER_MS, or `lingerMs` at most.
  * `destroy()` instead closes the socket at once, and Linux answers a close
  * with unread bytes in the receive buffer (the body of a POST the app never
  * read, a request pipelined behind the last response) with a reset, which
@@ -191,7 +198,9 @@ export function connectionsOf(server: http.Server): Socket[] | undefined {
 export function closeLingering(socket: Socket, lingerMs: number, closed: () => void): void {
 	(socket as TrackedSocket)[CLOSING] = true;
 	(socket as TrackedSocket)[LINGERING] = true;
-	const timer = setTimeout(() => {
+	const end = (): void => {
+		clearTimeout(quiet);
+		clearTimeout(longest);
 		// Bytes Node still holds (a drain 503 queued behind a response to a slow
 		// reader) are written first, as a response in flight would be: bounded
 		// by the deadline, not by the linger.
@@ -200,9 +209,25 @@ export function closeLingering(socket: Socket, lingerMs: number, closed: () => v
 		} else {
 			socket.once('finish', () => socket.destroy());
 		}
-	}, lingerMs);
+	};
+
+	// A client still sending (an upload the app never read) keeps the
+	// connection until it stops: destroyed meanwhile, the close would be a
+	// reset. Read from `bytesRead` once a window, not from 'data' events: a
+	// 'data' listener takes the socket from Node's native parser.
+	let readBefore = socket.bytesRead;
+	const quiet = setTimeout(() => {
+		if (socket.bytesRead === readBefore) {
+			end();
+		} else {
+			readBefore = socket.bytesRead;
+			quiet.refresh();
+		}
+	}, Math.min(LINGER_MS, lingerMs));
+	const longest = setTimeout(end, lingerMs);
 	socket.once('close', () => {
-		clearTimeout(timer);
+		clearTimeout(quiet);
+		clearTimeout(longest);
 		closed();
 	});
 	socket.on('error', ignoreError);

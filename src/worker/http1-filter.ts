@@ -21,8 +21,8 @@
  */
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net, {type Socket} from 'node:net';
-import {claimServer, LINGER_MS, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
-import {claimLast, closeAfterLast, closeAllLingering, closeKeepingUnflushed, closeLingering, watchQueued} from './http1-connections.js';
+import {claimServer, LINGER_MAX_MS, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
+import {claimLast, closeAfterLast, closeAllLingering, closeKeepingUnflushed, closeLingering, isClosing, watchQueued} from './http1-connections.js';
 import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
 import {Ledger} from './ledger.js';
@@ -181,13 +181,19 @@ export class RequestFilter implements ServerFilter {
 				return (originalEmit as EmitRequest).call(this, event, request, response);
 			}
 
-			// Rare events from here on: a WebSocket handshake, an `Expect: 100-continue`.
+			// Rare events from here on: a WebSocket handshake, an `Expect: 100-continue`,
+			// bytes that are not HTTP.
 			if (event === 'upgrade') {
 				if (filter.upgrade(request as IncomingMessage, response as Socket)) {
 					return true;
 				}
 			} else if (event === 'checkContinue') {
 				return filter.checkContinue(request as IncomingMessage, response as ServerResponse);
+			} else if (event === 'clientError' && isClosing(response as Socket)) {
+				// Whatever follows a closing connection's last request is read and
+				// dropped, garbage too: Node's answer to it (a destroy, and a reset
+				// with the rest unread) would throw away the last response's tail.
+				return true;
 			}
 
 			// eslint-disable-next-line prefer-rest-params
@@ -296,7 +302,7 @@ export class RequestFilter implements ServerFilter {
 	 * socket, one whose last response is still on its way to the client, or a
 	 * client that never finished sending its headers (slowloris). Each gets a
 	 * FIN after what it still has to send, and is destroyed when the client
-	 * closes its side, or after `lingerMs` (http1-connections.ts
+	 * closes its side, or stays quiet, within `lingerMs` (http1-connections.ts
 	 * `closeLingering`); `closingConnections` counts them until then.
 	 */
 	closeConnections(): void {
@@ -305,7 +311,7 @@ export class RequestFilter implements ServerFilter {
 
 	/** How long a connection closed now may linger (the drain's bound). */
 	private lingerMs(): number {
-		return this.options.lingerMs?.() ?? LINGER_MS;
+		return this.options.lingerMs?.() ?? LINGER_MAX_MS;
 	}
 
 	/**

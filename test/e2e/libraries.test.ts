@@ -183,6 +183,9 @@ const bigResponses = {
 	// Its headers go out after the signal, with the drain's `Connection: close`: Node
 	// closes the socket itself once the response is out, the 8 MB upload unread.
 	'POST, answered after the signal': {text: `POST / HTTP/1.1\r\nHost: x\r\nContent-Length: ${8 * 1024 * 1024}\r\n\r\n${'b'.repeat(8 * 1024 * 1024)}`, what: 'an 8 MB upload the app never reads, answered after the signal with Connection: close', env: {FIXTURE_DELAY_MS: '1000'}},
+	// Node answers bytes that are not HTTP with a destroy: after the last response,
+	// with the rest unread, that was a reset (found by a hostile trial).
+	'POST, then garbage': {text: `POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n${'b'.repeat(1_000_000)}${'a'.repeat(1_100_000)}`, what: 'a 1 MB upload the app never reads followed by 1.1 MB that is not HTTP, answered after the signal', env: {FIXTURE_DELAY_MS: '1000'}},
 } as const;
 
 for (const {text, what, env} of Object.values(bigResponses)) {

@@ -739,3 +739,35 @@ test('closeConnections: a FIN to each connection left, which closes when its cli
 	t.is(r.idleCalls, 1);
 	t.false(r.seen.includes('/late'));
 });
+
+test('closeConnections: a client still sending after our FIN (an upload the app never read) keeps its connection until it has been quiet for the linger, within the longest linger', async t => {
+	const r = await rig(t, {lingerMs: 10_000});
+	const uploader = net.connect({port: r.port, host: '127.0.0.1', allowHalfOpen: true});
+	t.teardown(() => {
+		uploader.destroy();
+	});
+	await once(uploader, 'connect');
+	uploader.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+	await once(uploader, 'data');
+	let error: Error | undefined;
+	uploader.on('error', caught => {
+		error = caught;
+	});
+	r.filter.setMode(Mode.REJECT);
+	const startedAt = performance.now();
+	r.filter.closeConnections();
+	await once(uploader, 'end');
+	// 2.5 s of bytes that are not HTTP, then silence.
+	const sending = setInterval(() => uploader.write('x'.repeat(1000)), 100);
+	await new Promise(resolve => {
+		setTimeout(resolve, 2500);
+	});
+	clearInterval(sending);
+	const stoppedAt = performance.now();
+	t.is(r.filter.closingConnections, 1, 'still open while the client sent');
+	t.is(error, undefined, 'no reset while it sent');
+	await r.idle;
+	// Checked once a window (LINGER_MS, 2 s): quiet for one whole window, so 2-4 s after it stopped.
+	const closedAfter = performance.now() - stoppedAt;
+	t.true(closedAfter >= 1500 && closedAfter < 4500, `closed ${Math.round(closedAfter)} ms after the client stopped sending (${Math.round(performance.now() - startedAt)} ms in all)`);
+});
