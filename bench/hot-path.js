@@ -58,6 +58,9 @@ function pin(pid, cpus) {
 	}
 }
 
+/** `items` starting at the `turn`-th, round the ring. */
+const inTurn = (items, turn) => items.map((_, i) => items[(i + turn) % items.length]);
+
 /** Chunks per target and round: A and B take turns this often, so a drift of the machine's speed reaches both alike. */
 const CHUNKS = 8;
 
@@ -76,10 +79,11 @@ const CHUNKS = 8;
  * that evens out. Turns within a round: this VM's speed drifts by up to 2x
  * within seconds, and a run of A then a run of B would take that for a difference.
  */
-async function round(specs, total) {
+async function round(specs, total, index = 0) {
 	const live = {};
 	try {
-		for (const [name, spec] of Object.entries(specs)) {
+		// Which target starts first, and so takes the first turn, rotates from round to round.
+		for (const [name, spec] of inTurn(Object.entries(specs), index)) {
 			const proc = start(spec.args, {env: spec.env});
 			live[name] = {spec, proc, stop: () => {}};
 			// eslint-disable-next-line no-await-in-loop
@@ -94,15 +98,22 @@ async function round(specs, total) {
 		const names = Object.keys(live);
 		const allPids = names.flatMap(name => live[name].pids);
 		const per = Math.round(total / CHUNKS);
-		for (const name of names) {
-			// The JIT settles before anything is counted.
-			// eslint-disable-next-line no-await-in-loop
-			await live[name].spec.send(live[name].port, per * CHUNKS);
+		// The warm-up takes turns too, chunk by chunk, as the measured runs do. Warmed
+		// up one after the other, the first target sat idle the longest before its
+		// first measured turn and came out 5-8 % dearer per request than an
+		// identical build (h2c, 4 identical or near-identical targets, 6-8 rounds,
+		// at bd6b5bb); in turns, identical builds measure within 3 % of each other
+		// and the rounds' spread halves.
+		for (let chunk = 0; chunk < CHUNKS; chunk++) {
+			for (const name of inTurn(names, chunk)) {
+				// eslint-disable-next-line no-await-in-loop
+				await live[name].spec.send(live[name].port, per);
+			}
 		}
 
 		const sums = Object.fromEntries(names.map(name => [name, {cpuNs: 0, ok: 0, seconds: 0, latencies: [], foreignMs: 0}]));
 		for (let chunk = 0; chunk < CHUNKS; chunk++) {
-			for (const name of names.map((_, i) => names[(i + chunk) % names.length])) {
+			for (const name of inTurn(names, chunk)) {
 				const {spec, port, pids} = live[name];
 				const sum = sums[name];
 				const cpuBefore = cpuNs(pids);
@@ -143,12 +154,12 @@ async function round(specs, total) {
 	}
 }
 
-/** `rounds` rounds of `specs`; each round's results and the most foreign load any target saw in it. */
-async function alternate(specs, {rounds, total, label, describe}) {
+/** `rounds` rounds of `specs` (`first`: the round's index, for the start order); each round's results and the most foreign load any target saw in it. */
+async function alternate(specs, {rounds, total, label, describe, first = 0}) {
 	const all = [];
 	for (let index = 0; index < rounds; index++) {
 		// eslint-disable-next-line no-await-in-loop
-		const result = await round(specs, total);
+		const result = await round(specs, total, first + index);
 		all.push({result, foreign: Math.max(...Object.values(result).map(r => r.foreign))});
 		log(`  ${label} round ${index + 1}: ${describe(result)}; foreign load ${all.at(-1).foreign.toFixed(2)} cores`);
 	}
@@ -254,7 +265,7 @@ export async function figureCluster(report, {rounds, scale}) {
 	const all = [];
 	for (let index = 0; index < rounds; index++) {
 		// eslint-disable-next-line no-await-in-loop
-		const [result] = (await alternate(await roundSpecs(), {rounds: 1, total, label: `cluster ${index + 1}/${rounds}`, describe: r => Object.entries(r).map(([name, {cpuUs}]) => `${name} ${cpuUs.toFixed(1)} us`).join(', ')}));
+		const [result] = (await alternate(await roundSpecs(), {rounds: 1, first: index, total, label: `cluster ${index + 1}/${rounds}`, describe: r => Object.entries(r).map(([name, {cpuUs}]) => `${name} ${cpuUs.toFixed(1)} us`).join(', ')}));
 		all.push(result);
 	}
 

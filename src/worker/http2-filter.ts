@@ -24,6 +24,7 @@
  * Per stream: no closure, no allocation (the rules of http1-filter.ts).
  */
 import type http from 'node:http';
+import process from 'node:process';
 import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, Http2ServerRequest, Http2ServerResponse, OutgoingHttpHeaders, ServerHttp2Session, ServerHttp2Stream} from 'node:http2';
 import {Mode, type FilterOptions, type ServerFilter} from './filter.js';
 import {REJECT_BODY, RequestFilter, RETIRE_UPGRADE_BODY} from './http1-filter.js';
@@ -38,18 +39,51 @@ export {SHUTDOWN_NOTICE_MS} from './http2-sessions.js';
 
 export type Http2AnyServer = Http2Server | Http2SecureServer;
 
+/** The pseudo-headers read or written here, as node:http2's own strings (`headerNames`). */
+interface HeaderNames {
+	readonly status: ':status';
+	readonly path: ':path';
+	readonly method: ':method';
+	readonly protocol: ':protocol';
+}
+
+let names: HeaderNames | undefined;
+
+/**
+ * The pseudo-header names as node:http2's own string constants, never as
+ * literals of ours. With a `':status'` literal in this module, V8 made that
+ * copy of the name the canonical one before node:http2 first used its own
+ * constant as a key, and from then on Node's compatibility response wrote
+ * `:status` the slow way on every response (`Http2ServerResponse`'s
+ * `kBeginSend`: about 10x its CPU in a profile, whether attach() was called or
+ * the module only imported); h2c CPU per request read 1.05-1.08x the bare
+ * server's (bench/hot-path.js). node:http2 is loaded by the time this runs:
+ * the app made an HTTP/2 server.
+ */
+function headerNames(): HeaderNames {
+	if (names === undefined) {
+		// Typed as the names they hold, which IncomingHttpHeaders types by name (types leave no literal behind).
+		const constants = process.getBuiltinModule('node:http2').constants as unknown as {
+			HTTP2_HEADER_STATUS: ':status';
+			HTTP2_HEADER_PATH: ':path';
+			HTTP2_HEADER_METHOD: ':method';
+			HTTP2_HEADER_PROTOCOL: ':protocol';
+		};
+		names = {status: constants.HTTP2_HEADER_STATUS, path: constants.HTTP2_HEADER_PATH, method: constants.HTTP2_HEADER_METHOD, protocol: constants.HTTP2_HEADER_PROTOCOL};
+	}
+
+	return names;
+}
+
 /** The headers of an answer made here; no `connection`: connection-specific headers are malformed in HTTP/2. */
 function answerHeaders(status: number, body: Buffer, contentType = 'text/plain; charset=utf-8'): OutgoingHttpHeaders {
-	return {':status': status, 'content-type': contentType, 'content-length': body.length, 'cache-control': 'no-store'};
+	return {[headerNames().status]: status, 'content-type': contentType, 'content-length': body.length, 'cache-control': 'no-store'};
 }
 
 const isEventStream = (stream: ServerHttp2Stream): boolean => isEventStreamHeaders(stream.sentHeaders);
 
 /** What a retiring worker answers a new event stream with (long-lived.ts RETIRE_RETRY_MS). */
 const RETIRE_STREAM_BODY = eventStreamRetryBody(RETIRE_RETRY_MS);
-const RETIRE_STREAM_HEADERS = answerHeaders(200, RETIRE_STREAM_BODY, 'text/event-stream');
-/** What a retiring worker answers a new WebSocket (RFC 8441 extended CONNECT) with: the other workers are serving. */
-const RETIRE_CONNECT_HEADERS: OutgoingHttpHeaders = {...answerHeaders(503, RETIRE_UPGRADE_BODY), 'retry-after': '0'};
 
 /** HTTP/2 error codes (RFC 9113 section 7); node:http2's constants are not loaded here (filter.ts `drainableKind`). */
 const NO_ERROR = 0x0;
@@ -105,6 +139,11 @@ export class Http2Filter implements ServerFilter {
 	private readonly rejectHeaders: OutgoingHttpHeaders;
 	private readonly eventStreamBody: Buffer;
 	private readonly eventStreamHeaders: OutgoingHttpHeaders;
+	/** What a retiring worker answers a new event stream with. */
+	private readonly retireStreamHeaders: OutgoingHttpHeaders;
+	/** What a retiring worker answers a new WebSocket (RFC 8441 extended CONNECT) with: the other workers are serving. */
+	private readonly retireConnectHeaders: OutgoingHttpHeaders;
+	private readonly names = headerNames();
 	private readonly currentMode = (): Mode => this.mode;
 
 	constructor(readonly server: Http2AnyServer, private readonly options: FilterOptions) {
@@ -125,6 +164,8 @@ export class Http2Filter implements ServerFilter {
 		this.rejectHeaders = {...answerHeaders(503, REJECT_BODY), 'retry-after': String(options.retryAfterSeconds)};
 		this.eventStreamBody = eventStreamRetryBody(options.retryAfterSeconds * 1000);
 		this.eventStreamHeaders = answerHeaders(200, this.eventStreamBody, 'text/event-stream');
+		this.retireStreamHeaders = answerHeaders(200, RETIRE_STREAM_BODY, 'text/event-stream');
+		this.retireConnectHeaders = {...answerHeaders(503, RETIRE_UPGRADE_BODY), 'retry-after': '0'};
 		const filter = this;
 		server.on('session', this.sessions.add);
 		// eslint-disable-next-line func-names
@@ -279,7 +320,7 @@ export class Http2Filter implements ServerFilter {
 
 	/** Returns true when the stream was answered here and must not reach the app. */
 	private intercept(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean {
-		const probe = this.probes.match(headers[':path'] ?? '');
+		const probe = this.probes.match(headers[this.names.path] ?? '');
 		if (probe !== undefined) {
 			const answer = this.probes.answer(probe, this.currentMode);
 			if (answer instanceof Promise) {
@@ -326,7 +367,7 @@ export class Http2Filter implements ServerFilter {
 	 */
 	private reject(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
 		this.ledger.rejected++;
-		this.options.onReject?.({method: headers[':method'], path: headers[':path'], remote: stream.session?.socket?.remoteAddress});
+		this.options.onReject?.({method: headers[this.names.method], path: headers[this.names.path], remote: stream.session?.socket?.remoteAddress});
 		if (wantsEventStream(headers)) {
 			// EventSource never retries a 503: a 200 stream that ends at once after `retry:`.
 			this.respond(stream, this.eventStreamHeaders, this.eventStreamBody);
@@ -353,9 +394,9 @@ export class Http2Filter implements ServerFilter {
 	 */
 	private redirect(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean {
 		if (wantsEventStream(headers)) {
-			this.respond(stream, RETIRE_STREAM_HEADERS, RETIRE_STREAM_BODY);
-		} else if (headers[':method'] === 'CONNECT' && headers[':protocol'] === 'websocket') {
-			this.respond(stream, RETIRE_CONNECT_HEADERS, RETIRE_UPGRADE_BODY);
+			this.respond(stream, this.retireStreamHeaders, RETIRE_STREAM_BODY);
+		} else if (headers[this.names.method] === 'CONNECT' && headers[this.names.protocol] === 'websocket') {
+			this.respond(stream, this.retireConnectHeaders, RETIRE_UPGRADE_BODY);
 		} else {
 			return false;
 		}
