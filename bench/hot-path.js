@@ -102,8 +102,7 @@ async function round(specs, total, index = 0) {
 		// up one after the other, the first target sat idle the longest before its
 		// first measured turn and came out 5-8 % dearer per request than an
 		// identical build (h2c, 4 identical or near-identical targets, 6-8 rounds,
-		// at bd6b5bb); in turns, identical builds measure within 3 % of each other
-		// and the rounds' spread halves.
+		// at bd6b5bb); in turns, identical builds measure within 3 % of each other.
 		for (let chunk = 0; chunk < CHUNKS; chunk++) {
 			for (const name of inTurn(names, chunk)) {
 				// eslint-disable-next-line no-await-in-loop
