@@ -82,8 +82,12 @@ const CHUNKS = 8;
 async function round(specs, total, index = 0) {
 	const live = {};
 	try {
-		// Which target starts first, and so takes the first turn, rotates from round to round.
-		for (const [name, spec] of inTurn(Object.entries(specs), index)) {
+		// Which target starts first, and so takes the first turn, rotates from round to
+		// round. The order is kept as a list: an object's keys list number-like names
+		// (`--worker 2=...`) first, whatever order they came in.
+		const names = inTurn(Object.keys(specs), index);
+		for (const name of names) {
+			const spec = specs[name];
 			const proc = start(spec.args, {env: spec.env});
 			live[name] = {spec, proc, stop: () => {}};
 			// eslint-disable-next-line no-await-in-loop
@@ -95,7 +99,6 @@ async function round(specs, total, index = 0) {
 			Object.assign(live[name], {port, pids: groupPids(proc), stop: spec.during?.(extra) ?? (() => {})});
 		}
 
-		const names = Object.keys(live);
 		const allPids = names.flatMap(name => live[name].pids);
 		const per = Math.round(total / CHUNKS);
 		// The warm-up takes turns too, chunk by chunk, as the measured runs do. Warmed
