@@ -161,9 +161,10 @@ export function closeKeepingUnflushed(open: readonly ServerResponse[], close: ()
 let connectionsKey: symbol | undefined;
 
 /**
- * The sockets of `server`'s connections not closing already, from Node's own list; undefined when
- * the server keeps none (an HTTP/2 server with `allowHTTP1`) or a Node version
- * keeps it under another name. At the drain's end only.
+ * The sockets of `server`'s connections, from Node's own list, but those
+ * lingering already (`closeLingering`); undefined when the server keeps none
+ * (an HTTP/2 server with `allowHTTP1`) or a Node version keeps it under
+ * another name. At the drain's end only.
  */
 export function connectionsOf(server: http.Server): Socket[] | undefined {
 	connectionsKey ??= Object.getOwnPropertySymbols(server).find(key => key.description === 'http.server.connections');
