@@ -3,8 +3,9 @@
  * The `graceful-cluster` command. A shim with one job of its own: hold the
  * signals before anything else loads. Loading the primary's modules takes
  * tens of milliseconds (yargs, when it is needed, a hundred more), and a
- * SIGTERM in that time would kill the primary (as PID 1 it would be dropped: the kernel ignores a signal PID 1 has no handler
- * for, and the pod would run on until SIGKILL). The signals held here are
+ * SIGTERM in that time would kill the primary (as PID 1 it would be dropped:
+ * the kernel ignores a signal PID 1 has no handler for, and the pod would run
+ * on until SIGKILL). The signals held here are
  * handed to the primary once it exists (main.ts). And one shortcut: a plain
  * `--version` or `--help` is answered without loading any of it (print-only.ts).
  */
