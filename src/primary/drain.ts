@@ -359,6 +359,13 @@ export class ClusterDrain {
 			advice = 'no arrival figures: no worker reported any (without attach() nothing is counted)';
 		} else if (figures.lastMs === null) {
 			advice = 'no app request arrived after the signal: the load balancer had stopped already (a preStop hook, or readiness)';
+		} else if (figures.lastMs > end.atMs) {
+			// Only a connection still open can bring one then (listening has
+			// stopped): a keep-alive client between its requests, or a request
+			// pipelined behind a slow response. Answered 503 and closed; said as
+			// it was, not as an arrival in the reject phase's last second.
+			advice = `app requests still arrived after the reject phase ended, the last ${((figures.lastMs - end.atMs) / 1000).toFixed(1)} s after it${end.by === 'adaptive' ? ' (adaptive)' : ''}, on connections still open (answered 503): if the load balancer sent them, raise --reject-period`;
+			logger.warn({lastArrivalMs: figures.lastMs, lastArrivalFrom: figures.lastFrom, rejectEndedMs: end.atMs}, 'app requests still arrived after the reject phase ended, on connections still open: if the load balancer sent them, it needed longer; raise --reject-period');
 		} else if (end.by === 'period' && figures.lastMs >= end.atMs - 1000) {
 			advice = 'raise --reject-period: app requests still arrived in its last second';
 			logger.warn({lastArrivalMs: figures.lastMs, lastArrivalFrom: figures.lastFrom, rejectPeriodMs: timeline.rejectPeriodMs}, 'app requests still arrived in the last second of the reject period: the load balancer needed longer; raise --reject-period');

@@ -126,4 +126,8 @@ test('an arrival after the reject phase ended (pipelined behind a slow response)
 	t.true(Number(finished['lastArrivalMs']) > Number(finished['rejectEndedMs']) + 500, JSON.stringify(finished));
 	t.is(bySecond.reduce((sum, count) => sum + count, 0), 1, JSON.stringify(bySecond));
 	t.is(bySecond.length, 2);
+	// Said as it was: after the reject phase, not in its last second (found by a hostile trial).
+	t.regex(String(finished['advice']), /^app requests still arrived after the reject phase ended, the last \d+\.\d s after it, on connections still open/);
+	t.truthy(app.lines.find(line => line.role === 'primary' && line.level === 'warn' && String(line.msg).startsWith('app requests still arrived after the reject phase ended')));
+	t.falsy(app.lines.find(line => String(line.msg).includes('in the last second of the reject period')));
 });
