@@ -16,10 +16,13 @@
 //              --metrics scraped every second; terminus, http-terminator and
 //              lightship in the same hand-written cluster for comparison.
 //
-//   node bench/hot-path.js [--quick] [--only=protocols,cluster] [--cases=keep-alive,new-connection,h2c,websocket] [--rounds=N] [--worker=name=file ...]
+//   node bench/hot-path.js [--quick] [--only=protocols,cluster] [--cases=keep-alive,new-connection,h2c,websocket] [--rounds=N] [--worker=name=file ...] [--twin]
 //
 // --worker adds another build of the helper (its worker/index.js) to the same rounds of the
 // one-process figures: what a change to the hot path costs, measured beside the current one.
+// --twin adds a second process of the same build (`attach`, `graceful-cluster`) to
+// every figure's rounds, and prints the two against each other: what the run
+// resolves (about ±3 % here). The full run (perf.js) always has it.
 //
 // perf.js (`npm run bench`) runs both as part of the full table.
 import {execFileSync} from 'node:child_process';
@@ -39,7 +42,19 @@ export const hotPathConfig = quick => ({
 	rounds: quick ? 4 : 10,
 	// About 1-2 s of server CPU per target and round at the rates seen on 2 cores.
 	scale: quick ? 0.5 : 1,
+	// A twin beside the target (see TWIN): the run's own resolution, printed beside its figures.
+	twin: !quick,
 });
+
+/**
+ * The target's twin: the same build, in a process of its own, in the same
+ * rounds. Against each other the two measure what this run can tell apart at
+ * all: a figure within that distance of its goal is on the line, not over it.
+ */
+const TWIN = 'twin';
+const twinNote = (report, what, all, name) => {
+	report.note(`${what}: \`${name}\` against its twin (the same build, a second process in the same rounds) ${fmt(ratios(all, name, TWIN, 'cpuUs'), {unit: 'x'})}: the run's resolution for this figure`);
+};
 
 const PROTOCOL_CASES = [
 	{id: 'keep-alive', name: 'HTTP/1.1 keep-alive (20 connections)', proto: 'http1', total: 40_000, send: (port, total) => http1({port, total, concurrency: 20})},
@@ -174,7 +189,7 @@ const median = (rounds, name, key) => summary(rounds.map(({result}) => result[na
 const noisy = (rounds, a, b) => `noisy: req/s ${fmt(ratios(rounds, a, b, 'rps'), {unit: 'x'})} (${median(rounds, a, 'rps').toFixed(0)} vs ${median(rounds, b, 'rps').toFixed(0)}), p99 ${fmt(ratios(rounds, a, b, 'p99'), {unit: 'x'})}`;
 
 /** attach() vs bare, one process per variant, per protocol. */
-export async function figureProtocols(report, {rounds, scale, cases, workers = {}}) {
+export async function figureProtocols(report, {rounds, scale, cases, workers = {}, twin = false}) {
 	const cores = os.availableParallelism();
 	const pinned = cores >= 2 && pin(process.pid, '0');
 	report.note(pinned
@@ -193,9 +208,13 @@ export async function figureProtocols(report, {rounds, scale, cases, workers = {
 			});
 			// --worker name=file: other builds of the helper in the same rounds (what a change to it costs).
 			const others = Object.fromEntries(Object.entries(workers).map(([name, file]) => [name, server('attach', file)]));
-			const all = await alternate({attach: server('attach'), bare: server('none'), ...others}, {rounds, total, label: testCase.id, describe: result => Object.entries(result).map(([name, r]) => `${name} ${r.cpuUs.toFixed(2)} us`).join(', ')});
+			const all = await alternate({attach: server('attach'), bare: server('none'), ...(twin ? {[TWIN]: server('attach')} : {}), ...others}, {rounds, total, label: testCase.id, describe: result => Object.entries(result).map(([name, r]) => `${name} ${r.cpuUs.toFixed(2)} us`).join(', ')});
 			for (const name of Object.keys(others)) {
 				report.note(`${testCase.name}: --worker ${name} vs bare ${fmt(ratios(all, name, 'bare', 'cpuUs'), {unit: 'x'})}, vs attach ${fmt(ratios(all, name, 'attach', 'cpuUs'), {unit: 'x'})}`);
+			}
+
+			if (twin) {
+				twinNote(report, testCase.name, all, 'attach');
 			}
 
 			const used = report.quiet(all, `attach() vs bare, ${testCase.name}`);
@@ -220,7 +239,7 @@ function scrapeEverySecond({metricsPort}) {
 }
 
 /** The whole cluster (primary + workers): graceful-cluster vs a hand-written one, and the alternatives. */
-export async function figureCluster(report, {rounds, scale}) {
+export async function figureCluster(report, {rounds, scale, twin = false}) {
 	ensureLightship();
 	log('CPU per request, 2 workers: graceful-cluster (with and without --metrics) vs node:cluster, terminus, http-terminator, lightship');
 	const total = Math.round(60_000 * scale);
@@ -246,6 +265,10 @@ export async function figureCluster(report, {rounds, scale}) {
 		'http-terminator': {args: [CLUSTER], wrap: 'http-terminator'},
 		lightship: {args: [CLUSTER], wrap: 'lightship'},
 	};
+	if (twin) {
+		specs[TWIN] = specs['graceful-cluster'];
+	}
+
 	// Each round: a port per target (and one for --metrics), found afresh.
 	const roundSpecs = async () => {
 		const result = {};
@@ -272,6 +295,10 @@ export async function figureCluster(report, {rounds, scale}) {
 	}
 
 	const used = report.quiet(all, '2 workers, graceful-cluster vs node:cluster and the alternatives');
+	if (twin) {
+		twinNote(report, '2 workers', used, 'graceful-cluster');
+	}
+
 	for (const name of ['graceful-cluster', 'graceful-cluster --metrics']) {
 		const cpu = ratios(used, name, 'node:cluster', 'cpuUs');
 		report.row(`server CPU per request (primary + workers), ${name === 'graceful-cluster' ? '`graceful-cluster -w 2`' : '`graceful-cluster -w 2 --metrics`, scraped every second'}, HTTP/1.1 keep-alive, ${total} per round`,
@@ -292,7 +319,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
 	const only = argv.find(arg => arg.startsWith('--only='))?.slice('--only='.length).split(',');
 	const value = name => argv.find(arg => arg.startsWith(`--${name}=`))?.slice(name.length + 3);
 	const workers = Object.fromEntries(argv.filter(arg => arg.startsWith('--worker=')).map(arg => arg.slice('--worker='.length).split(/=(.*)/s)));
-	const config = {...hotPathConfig(argv.includes('--quick')), cases: value('cases')?.split(','), workers};
+	// Alone, a twin only when asked for (--twin): it makes the run half as long again.
+	const config = {...hotPathConfig(argv.includes('--quick')), cases: value('cases')?.split(','), workers, twin: argv.includes('--twin')};
 	if (value('rounds')) {
 		config.rounds = Number(value('rounds'));
 	}
