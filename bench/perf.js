@@ -2,8 +2,8 @@
 // baseline in the same run, A and B alternating over several rounds; the table
 // shows the median and the spread (min-max) of the per-round values.
 //
-//   npm run bench                 # full run, about 6-8 minutes
-//   npm run bench -- --quick      # short run, about 2 minutes, fewer rounds
+//   npm run bench                 # full run, about 15-20 minutes on 2 cores
+//   npm run bench -- --quick      # short run, about 4 minutes, fewer rounds, no twins
 //   npm run bench -- --only=hello,cluster   # some figures only
 //
 // Needs `npm run build` at the repo root first (it runs dist/src/cli.js).
@@ -432,7 +432,7 @@ async function main() {
 	const cpu = os.cpus()[0]?.model ?? 'unknown CPU';
 	const lines = [
 		`graceful-cluster benchmark, ${new Date().toISOString().slice(0, 10)}, commit ${measured}: \`npm run bench${quick ? ' -- --quick' : ''}\`, ${os.availableParallelism()} cores (${cpu}), Node ${process.version}, ${os.platform()} ${os.release()}; ${minutes} min.`,
-		`${quick ? 'Quick run: ' : ''}CPU per request: ${hotPath.rounds} rounds, fresh servers (or clusters) each round, started in an order that rotates from round to round, taking 8 turns each to warm up on as many requests as they are then measured on in 8 more turns; the 503 figure: ${config.rejectRounds} rounds (a fresh worker each) per log level of ${config.duration} s loads (autocannon, ${CONNECTIONS} connections); ${config.timeRounds} rounds per timing figure, ${config.timeRounds * 2} per start figure; median (min-max) of the per-round values, A and B alternating in each round.`,
+		`${quick ? 'Quick run: ' : ''}CPU per request: ${hotPath.rounds} rounds, fresh servers (or clusters) each round, started in an order that rotates from round to round, taking 8 turns each to warm up on as many requests as they are then measured on in 8 more turns${hotPath.twin ? ', each target beside a twin (the same build, a second process) that says what the run resolves' : ''}; the 503 figure: ${config.rejectRounds} rounds (a fresh worker each) per log level of ${config.duration} s loads (autocannon, ${CONNECTIONS} connections); ${config.timeRounds} rounds per timing figure, ${config.timeRounds * 2} per start figure; median (min-max) of the per-round values, A and B alternating in each round.`,
 		'The clients run in the harness process, on the same 2 cores as the servers: absolute req/s are lower than with a separate client; the ratios compare like with like.',
 		'',
 		report.markdown(),
