@@ -19,7 +19,7 @@ import process from 'node:process';
 import {figureCluster, figureProtocols, hotPathConfig} from './hot-path.js';
 import {closeAll, openIdle, scheduleSenders, statuses, waitAllClosed} from './lib/idle.js';
 import {load} from './lib/load.js';
-import {CLUSTER, HELLO, ROOT, freePort, killAll, killAllOnSignal, paths, sleep, snapshotDist, start, useDist, waitExit} from './lib/proc.js';
+import {CLUSTER, HELLO, ROOT, freePort, groupPids, killAll, killAllOnSignal, paths, sleep, snapshotDist, start, useDist, waitExit} from './lib/proc.js';
 import {createReport, log, verdict} from './lib/report.js';
 import {flagCases, measure as measureStart, startCases} from './lib/startup.js';
 import {fmt, summary} from './lib/stats.js';
@@ -92,6 +92,8 @@ async function figureReject() {
 		const vsKeepAlive = [];
 		const vsClose = [];
 		const abs = {ka: [], close: [], rejected: []};
+		// CPU per answered request (primary + worker): a resolvable figure beside the rates.
+		const cpu = {close: [], rejected: [], ratio: []};
 		let errors = 0;
 		for (let round = 0; round < config.rejectRounds; round++) {
 			const port = await freePort();
@@ -102,11 +104,15 @@ async function figureReject() {
 			try {
 				await load(url, {duration: config.warmup, connections: CONNECTIONS});
 				const ka = await load(url, {duration: config.duration, connections: CONNECTIONS});
-				const close = await load(url, {duration: config.duration, connections: CONNECTIONS, headers: {connection: 'close'}});
+				const pids = groupPids(proc);
+				const close = await load(url, {duration: config.duration, connections: CONNECTIONS, headers: {connection: 'close'}, pids});
 				proc.signal('SIGTERM');
 				await proc.msg('rejecting new requests');
-				const rejected = await load(url, {duration: config.duration, connections: CONNECTIONS});
+				const rejected = await load(url, {duration: config.duration, connections: CONNECTIONS, pids});
 				errors += rejected.errors;
+				cpu.close.push(close.cpuUsPer(200));
+				cpu.rejected.push(rejected.cpuUsPer(503));
+				cpu.ratio.push(rejected.cpuUsPer(503) / close.cpuUsPer(200));
 				const rate = rejected.rate(503);
 				abs.ka.push(ka.rps);
 				abs.close.push(close.rps);
@@ -123,6 +129,7 @@ async function figureReject() {
 		const b = summary(vsClose);
 		row(`503 rate of a draining worker, log level \`${level}\``, 'the same worker\'s 200s, keep-alive client (before the signal)', `${fmt(a, {unit: 'x'})}; ${summary(abs.rejected).median.toFixed(0)} vs ${summary(abs.ka).median.toFixed(0)} /s`, '>= 1.0x', verdict(a.median >= 1));
 		row(`503 rate of a draining worker, log level \`${level}\``, 'the same worker\'s 200s, client sending `Connection: close` (one connection per request, like a 503)', `${fmt(b, {unit: 'x'})}; ${summary(abs.rejected).median.toFixed(0)} vs ${summary(abs.close).median.toFixed(0)} /s`, '>= 1.0x', verdict(b.median >= 1));
+		row(`server CPU per 503 of a draining worker (primary + worker), log level \`${level}\``, 'per 200 of the same worker, client sending `Connection: close`', `${fmt(summary(cpu.ratio), {unit: 'x'})}; ${summary(cpu.rejected).median.toFixed(0)} vs ${summary(cpu.close).median.toFixed(0)} us`, 'context: what a 503 costs', 'reported');
 		if (errors > 0) {
 			report.note(`503 runs at ${level}: autocannon counted ${errors} socket errors in total`);
 		}

@@ -51,6 +51,8 @@ export async function load(url, {duration, connections = 50, headers = {}, path 
 		rps: result['2xx'] / seconds,
 		/** Server CPU (all `pids`) per response, in microseconds. */
 		cpuUs: (cpu * 1000) / Math.max(1, result.totalCompletedRequests ?? result['2xx']),
+		/** Server CPU (all `pids`) per response with status `code`, in microseconds. */
+		cpuUsPer: code => (cpu * 1000) / Math.max(1, codes[code] ?? 0),
 		p99: percentile(latencies, 99),
 		errors: result.errors,
 		timeouts: result.timeouts,
