@@ -248,9 +248,9 @@ export function closeLingering(socket: Socket, lingerMs: number, closed: () => v
  * 20), and a second `end()` builds an `ERR_STREAM_ALREADY_FINISHED` that
  * nobody receives, its message formatted and its stack captured: about a
  * sixth of what a drain 503's connection cost the worker (380 against 321 µs,
- * `-w 1`, before and after). A bare `end()` on
- * a socket ended or destroyed already does nothing else, so it returns at
- * once; a call with data or a callback goes to the socket's own `end`.
+ * `-w 1`, before and after). A bare `end()` on a socket ended or destroyed
+ * already does nothing else, so it returns at once; a call with data or a
+ * callback goes to the socket's own `end`.
  */
 function endOnce(this: TrackedSocket, ...args: unknown[]): TrackedSocket {
 	if (args.length === 0 && (this.writableEnded || this.destroyed)) {
