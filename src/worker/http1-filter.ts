@@ -454,14 +454,13 @@ export class RequestFilter implements ServerFilter {
 	 * that ends at once after `retry: <ms>` instead: EventSource never retries a 503.
 	 */
 	private reject(request: IncomingMessage, response: ServerResponse): void {
-		// Counted once written: a client that reset the connection (pipelining
-		// into a closing socket) never got it.
-		response.once('finish', this.countRejected);
 		this.options.onReject?.({method: request.method, path: request.url, remote: request.socket?.remoteAddress});
+		// Counted once written (`answerHere`): a client that reset the connection
+		// (pipelining into a closing socket) never got it.
 		if (wantsEventStream(request.headers)) {
-			this.answerHere(request, response, 200, this.eventStreamHeaders, this.eventStreamBody);
+			this.answerHere(request, response, 200, this.eventStreamHeaders, this.eventStreamBody, this.countRejected);
 		} else {
-			this.answerHere(request, response, 503, this.rejectHeaders, REJECT_BODY);
+			this.answerHere(request, response, 503, this.rejectHeaders, REJECT_BODY, this.countRejected);
 		}
 	}
 
@@ -469,19 +468,29 @@ export class RequestFilter implements ServerFilter {
 	 * A whole answer made here, the app never called; its headers end the
 	 * connection. A request body still arriving is read first.
 	 */
-	private answerHere(request: IncomingMessage, response: ServerResponse, status: number, headers: string[], body: Buffer): void {
+	private answerHere(request: IncomingMessage, response: ServerResponse, status: number, headers: string[], body: Buffer, written?: () => void): void {
 		response.writeHead(status, headers);
 		if (hasBody(request) && !this.expectingContinue) {
 			// Answer at once, but close only after reading the body: closing a socket
 			// with unread data in it sends an RST, and a client still uploading sees
-			// EPIPE or a reset instead of the 503 (RFC 9112 section 9.6).
-			response.write(body);
+			// EPIPE or a reset instead of the 503 (RFC 9112 section 9.6). The answer
+			// is whole once this write is out: a body that never ends (a client that
+			// stalls mid-upload) holds the response's 'finish', not the answer.
+			response.write(body, written && (error => {
+				if (!error) {
+					written();
+				}
+			}));
 			request.once('end', () => response.end());
 			request.resume();
 		} else {
 			// With `Expect: 100-continue` no body comes, since no `100 Continue` was
 			// sent: the 503 is the final answer, and Node discards whatever arrives
 			// before it closes the connection (`Connection: close`).
+			if (written) {
+				response.once('finish', written);
+			}
+
 			response.end(body);
 		}
 	}

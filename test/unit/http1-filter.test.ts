@@ -203,6 +203,9 @@ test('a rejected upload gets its 503, not a reset: the body is read before the c
 	uploader.socket.write(Buffer.alloc(1024 * 1024, 'a'));
 	const early = await uploader.readResponse();
 	t.is(early.status, 503);
+	// Counted as rejected once written, while the body is still coming (a client
+	// that stalls mid-upload would otherwise never be counted).
+	await waitUntil(() => r.filter.rejected === 3, {timeout: 2000, what: `the 503 to the uploader counted (rejected ${r.filter.rejected})`});
 	uploader.socket.write(Buffer.alloc(total - 1024 * 1024, 'b'));
 	t.is(await uploader.closedByServer(), 'fin');
 
