@@ -35,7 +35,7 @@ import {CLUSTER, HELLO, cpuNs, freePort, groupPids, killAll, killAllOnSignal, ma
 import {createReport, log, verdict} from './lib/report.js';
 import {fmt, percentile, summary} from './lib/stats.js';
 
-const PROTOCOLS = new URL('servers/protocols.mjs', import.meta.url).pathname;
+export const PROTOCOLS = new URL('servers/protocols.mjs', import.meta.url).pathname;
 
 /** The figures' sizes: requests per round are fixed, so every round does the same work. */
 export const hotPathConfig = quick => ({
@@ -56,7 +56,7 @@ const twinNote = (report, what, all, name) => {
 	report.note(`${what}: \`${name}\` against its twin (the same build, a second process in the same rounds) ${fmt(ratios(all, name, TWIN, 'cpuUs'), {unit: 'x'})}: the run's resolution for this figure`);
 };
 
-const PROTOCOL_CASES = [
+export const PROTOCOL_CASES = [
 	{id: 'keep-alive', name: 'HTTP/1.1 keep-alive (20 connections)', proto: 'http1', total: 40_000, send: (port, total) => http1({port, total, concurrency: 20})},
 	{id: 'new-connection', name: 'HTTP/1.1, a new connection per request (20 at a time)', proto: 'http1', total: 8000, send: (port, total) => http1({port, total, concurrency: 20, keepAlive: false})},
 	{id: 'h2c', name: 'HTTP/2 streams, h2c (10 sessions x 2 streams)', proto: 'h2c', total: 30_000, send: (port, total) => h2({port, total, sessions: 10, streams: 2})},

@@ -2,7 +2,7 @@
 // baseline in the same run, A and B alternating over several rounds; the table
 // shows the median and the spread (min-max) of the per-round values.
 //
-//   npm run bench                 # full run, about 15-20 minutes on 2 cores
+//   npm run bench                 # full run, about 25 minutes on 2 cores (with valgrind installed)
 //   npm run bench -- --quick      # short run, about 4 minutes, fewer rounds, no twins
 //   npm run bench -- --only=hello,cluster   # some figures only
 //
@@ -17,6 +17,7 @@ import os from 'node:os';
 import {performance} from 'node:perf_hooks';
 import process from 'node:process';
 import {figureCluster, figureProtocols, hotPathConfig} from './hot-path.js';
+import {figureInstructions} from './instructions.js';
 import {closeAll, openIdle, scheduleSenders, statuses, waitAllClosed} from './lib/idle.js';
 import {load} from './lib/load.js';
 import {CLUSTER, HELLO, ROOT, freePort, groupPids, killAll, killAllOnSignal, paths, sleep, snapshotDist, start, useDist, waitExit} from './lib/proc.js';
@@ -28,7 +29,7 @@ import {measureFilter} from './filter-micro.js';
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
 const only = argv.find(arg => arg.startsWith('--only='))?.slice('--only='.length).split(',');
-const FIGURES = ['filter', 'protocols', 'cluster', 'reject', 'exit', 'sigterm', 'timers', 'memory', 'start', 'idle'];
+const FIGURES = ['filter', 'protocols', 'instructions', 'cluster', 'reject', 'exit', 'sigterm', 'timers', 'memory', 'start', 'idle'];
 const wanted = name => !only || only.includes(name);
 
 const config = quick
@@ -411,7 +412,7 @@ function commit() {
 }
 
 const hotPath = hotPathConfig(quick);
-const runners = {filter: figureFilter, protocols: () => figureProtocols(report, hotPath), cluster: () => figureCluster(report, hotPath), reject: figureReject, exit: figureExit, sigterm: figureSigterm, timers: figureTimers, memory: figureMemory, start: figureStart, idle: figureIdle};
+const runners = {filter: figureFilter, protocols: () => figureProtocols(report, hotPath), instructions: () => figureInstructions(report, {rounds: quick ? 1 : 3}), cluster: () => figureCluster(report, hotPath), reject: figureReject, exit: figureExit, sigterm: figureSigterm, timers: figureTimers, memory: figureMemory, start: figureStart, idle: figureIdle};
 
 async function main() {
 	// Read now: the tree may change while the run goes on.

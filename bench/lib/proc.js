@@ -66,9 +66,10 @@ export const CLUSTER = new URL('../servers/cluster.mjs', import.meta.url).pathna
  * Spawns `node ...args` in its own process group, with stdout parsed as JSON
  * lines. `lines` holds each parsed line with `at`, the performance.now() of its
  * arrival here. With `stdout: 'ignore'`, output goes nowhere (no parsing cost
- * during loads).
+ * during loads). `command`: another program that runs node itself (valgrind),
+ * given `args` whole.
  */
-export function start(args, {env = {}, stdout = 'pipe', nodeArgs = []} = {}) {
+export function start(args, {env = {}, stdout = 'pipe', nodeArgs = [], command} = {}) {
 	// 'file': the output goes to a file that is polled only while someone waits
 	// for a line, so that a flood of debug lines costs this process nothing.
 	let file;
@@ -79,7 +80,7 @@ export function start(args, {env = {}, stdout = 'pipe', nodeArgs = []} = {}) {
 		stdio = openSync(file.path, 'w');
 	}
 
-	const group = spawnGroup(process.execPath, [...nodeArgs, ...args], {
+	const group = spawnGroup(command ?? process.execPath, command ? args : [...nodeArgs, ...args], {
 		name: args.join(' '),
 		cwd: ROOT,
 		env: {...process.env, BENCH_DIST: paths.dist, BENCH_WORKER: paths.worker, ...env},

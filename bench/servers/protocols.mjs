@@ -4,6 +4,8 @@
 //   BENCH_WRAP  = none | attach
 //   BENCH_WORKER = the helper's file (the bench gives the bundle the package runs)
 //   PORT        = port to listen on (127.0.0.1 only; 0 for any)
+//   BENCH_GC_SIGNAL = set (with node --expose-gc): a full garbage collection on
+//                 SIGUSR2, then a {msg: 'collected'} line (bench/instructions.js)
 // Prints one JSON line {msg: 'listening', port, pid} once it listens.
 import http from 'node:http';
 import http2 from 'node:http2';
@@ -32,6 +34,13 @@ if (wrap === 'attach') {
 	attach(server);
 } else if (wrap !== 'none') {
 	throw new Error(`unknown BENCH_WRAP ${wrap}`);
+}
+
+if (process.env.BENCH_GC_SIGNAL) {
+	process.on('SIGUSR2', () => {
+		globalThis.gc();
+		process.stdout.write(`${JSON.stringify({msg: 'collected'})}\n`);
+	});
 }
 
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
