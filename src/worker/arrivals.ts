@@ -121,9 +121,15 @@ export interface ArrivalsOptions {
 
 export class Arrivals {
 	private readonly counters = new Map<string, PeerCounter>();
-	/** Every connection's counter while serving when peers are not told apart; nothing reads its count. */
+	/**
+	 * Every HTTP/1.1 connection's counter while serving when peers are not told
+	 * apart; nothing reads its count. It marks the connection's first request
+	 * found, which the HTTP/1.1 filter still needs (its socket.io notice); the
+	 * HTTP/2 filter counts nothing then (`perPeer`).
+	 */
 	private readonly unattributed: PeerCounter = {n: 0};
-	private readonly perPeer: boolean;
+	/** Whether each peer's requests are counted while serving: something reads their rates. Off, a filter may skip counting. */
+	readonly perPeer: boolean;
 	/** Connections of health checkers, and peers past MAX_PEERS: not told apart. */
 	private readonly ignored: PeerCounter = {n: 0};
 	private readonly other: PeerCounter = {n: 0};

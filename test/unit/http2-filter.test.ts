@@ -4,7 +4,7 @@ import test, {type ExecutionContext} from 'ava';
 import {once} from 'node:events';
 import {readdir, readFile} from 'node:fs/promises';
 import http from 'node:http';
-import http2, {type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Stream} from 'node:http2';
+import http2, {type Http2ServerRequest, type Http2ServerResponse, type ServerHttp2Session, type ServerHttp2Stream} from 'node:http2';
 import https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
@@ -12,6 +12,8 @@ import tls from 'node:tls';
 import got from 'got';
 import {drainableKind, Mode, type RejectedRequest} from '../../src/worker/filter.js';
 import {Http2Filter, SHUTDOWN_NOTICE_MS, type Http2AnyServer} from '../../src/worker/http2-filter.js';
+import {Arrivals, PEER_COUNTER, type Counted} from '../../src/worker/arrivals.js';
+import {inBackground, systemClock} from '../../src/clock.js';
 import type {Readiness} from '../../src/worker/readiness.js';
 
 import {attach} from '../../src/worker/index.js';
@@ -257,6 +259,33 @@ test('readiness answers 503 while draining, 200 while retiring; liveness 200 thr
 	r2.filter.setMode(Mode.RETIRE);
 	t.like(await connect(t, r2.port).request('/readyz?full'), {status: 200});
 	t.like(await connect(t, r2.port).request('/readyz', {method: 'HEAD'}), {status: 200, body: ''});
+});
+
+test('serving, a stream counts for its peer only where something reads the peers\' rates (perPeer); probes never do', async t => {
+	for (const perPeer of [true, false]) {
+		const server = http2.createServer((_request, response) => {
+			response.end('app');
+		});
+		const arrivals = new Arrivals(inBackground(systemClock), {perPeer});
+		const filter = new Http2Filter(server, {retryAfterSeconds: 7, readinessPath: '/readyz', livenessPath: '/livez', onIdle() {}, arrivals});
+		const sessions: Array<ServerHttp2Session & Counted> = [];
+		server.on('session', session => sessions.push(session));
+		server.listen(0, '127.0.0.1');
+		// eslint-disable-next-line no-await-in-loop
+		await once(server, 'listening');
+		t.teardown(() => {
+			filter.closeConnections();
+			server.close();
+		});
+		const client = connect(t, (server.address() as net.AddressInfo).port);
+		for (const path of ['/', '/a', '/readyz', '/b']) {
+			// eslint-disable-next-line no-await-in-loop
+			t.is((await client.request(path)).status, 200);
+		}
+
+		t.is(sessions.length, 1);
+		t.is(sessions[0]![PEER_COUNTER]?.n, perPeer ? 3 : undefined, `perPeer ${perPeer}`);
+	}
 });
 
 test('stopAccepting: the final GOAWAY with the last stream id; the stream in flight finishes, then the session closes; closeConnections destroys what is left', async t => {
