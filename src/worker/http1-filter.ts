@@ -92,19 +92,7 @@ const RETIRE_UPGRADE_BYTES = rawServiceUnavailable(0, RETIRE_UPGRADE_BODY);
  * first chunk), so the socket's error (ECONNRESET, EPIPE) is what says it was cut.
  */
 function responseCompleted(response: ServerResponse): boolean {
-	return response.writableFinished && !isConnectionError(response.req.socket?.errored);
-}
-
-/**
- * Whether a socket's error says its connection failed: an error of a system
- * call (ECONNRESET, EPIPE, ETIMEDOUT: `syscall` set), which may have lost what
- * was still in the kernel's buffers. Not one from the app's own use of the
- * socket after its response was handed on whole, such as a write after the
- * drain's close had ended it (ERR_STREAM_WRITE_AFTER_END), nor a parser's at
- * bytes that follow: neither loses a byte of the response.
- */
-function isConnectionError(error: Error | null | undefined): boolean {
-	return typeof (error as NodeJS.ErrnoException | null | undefined)?.syscall === 'string';
+	return response.writableFinished && !response.req.socket?.errored;
 }
 
 function destroyResponse(response: ServerResponse): void {
