@@ -90,6 +90,12 @@ const RETIRE_UPGRADE_BYTES = rawServiceUnavailable(0, RETIRE_UPGRADE_BODY);
  * larger than what the client read before leaving is: Node still emits its
  * `'finish'` (measured on Node 20.20: 20 MB ended, the client gone after the
  * first chunk), so the socket's error (ECONNRESET, EPIPE) is what says it was cut.
+ * Any error, not only the network's: `'finish'` means handed to the socket's
+ * buffer, not to the kernel, and an app's own `socket.destroy(error)` or write
+ * after end drops what the buffer still holds. An error after the last byte
+ * left (an app writing to a socket the drain had ended and flushed) also reads
+ * as cut: Node keeps no public record of which it was, and counting a cut
+ * response as served would hide it.
  */
 function responseCompleted(response: ServerResponse): boolean {
 	return response.writableFinished && !response.req.socket?.errored;

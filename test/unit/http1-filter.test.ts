@@ -135,6 +135,52 @@ test('drain: a response that closes without completing counts as aborted, never 
 	t.is(r.filter.inflight, 0);
 });
 
+test('drain: a response the app ended whole, then cut while still in the socket\'s buffer by the app\'s own error on its socket, counts as aborted: Node emits its finish all the same', async t => {
+	// 32 MB to a client that reads nothing: most of it still waits in the socket's
+	// buffer when the app destroys the socket (with an error) or writes to it after
+	// ending it (ERR_STREAM_WRITE_AFTER_END, which destroys it too).
+	const size = 32 * 1024 * 1024;
+	const cuts: Record<string, (socket: net.Socket) => void> = {
+		'destroy(error)'(socket) {
+			socket.destroy(new Error('the app\'s own'));
+		},
+		'a write after end'(socket) {
+			socket.end();
+			socket.write('late', () => undefined);
+		},
+	};
+	for (const [name, cutSocket] of Object.entries(cuts)) {
+		// eslint-disable-next-line no-await-in-loop
+		const r = await rig(t);
+		// eslint-disable-next-line no-await-in-loop
+		const connection = await RawConnection.open(r.port);
+		const held = r.held();
+		connection.socket.write('GET /hold-big HTTP/1.1\r\nHost: x\r\n\r\n');
+		// eslint-disable-next-line no-await-in-loop
+		await held;
+		connection.socket.pause();
+		let received = 0;
+		connection.socket.on('data', (chunk: string | Buffer) => {
+			received += chunk.length;
+		});
+		r.filter.setMode(Mode.REJECT);
+		const response = r.response('/hold-big');
+		const closed = once(response, 'close');
+		response.setHeader('Content-Length', size);
+		response.end(Buffer.alloc(size));
+		cutSocket(response.socket!);
+		// eslint-disable-next-line no-await-in-loop
+		await closed;
+		connection.socket.resume();
+		// eslint-disable-next-line no-await-in-loop
+		await once(connection.socket, 'close');
+		t.true(received < size, `${name}: the client got ${received} of ${size} bytes`);
+		t.true(response.writableFinished, `${name}: Node says the response finished`);
+		t.is(r.filter.served, 0, name);
+		t.is(r.filter.aborted, 1, name);
+	}
+});
+
 test('drain: a response in flight gets Connection: close, and the last one to finish calls onIdle', async t => {
 	const r = await rig(t);
 	const connection = await RawConnection.open(r.port);

@@ -1,5 +1,5 @@
-// Which URL is a probe (probes.ts `match`): its quick test of one character
-// must never turn a probe away, whatever the paths.
+// Which URL is a probe (probes.ts `match`): the exact path or the path and a
+// query, whatever the paths (turned off, `/` itself, sharing a prefix).
 import test from 'ava';
 import {Probes, type ProbeSettings} from '../../src/worker/probes.js';
 
