@@ -16,8 +16,8 @@ const cleanupDone = (proc: Proc): LogLine[] => proc.lines.filter(line => line.ms
 const drainFinished = (proc: Proc): LogLine | undefined => proc.lines.find(line => line.role === 'primary' && line.msg === 'drain finished');
 
 /** Starts the CLI on a library app; resolves with the app's port once every worker listens. */
-async function startApp(t: ExecutionContext, name: string, {workers = WORKERS, options = [], env}: {workers?: number; options?: string[]; env?: Record<string, string>} = {}): Promise<Proc & {port: number}> {
-	const proc = start(t, ['--workers', String(workers), '--reject-period', '1500ms', '--grace-period', '20s', ...options, app(name)], {env});
+async function startApp(t: ExecutionContext, name: string, {workers = WORKERS, options = [], env, rejectPeriod = '1500ms'}: {workers?: number; options?: string[]; env?: Record<string, string>; rejectPeriod?: string} = {}): Promise<Proc & {port: number}> {
+	const proc = start(t, ['--workers', String(workers), '--reject-period', rejectPeriod, '--grace-period', '20s', ...options, app(name)], {env});
 	const line = await proc.waitForLog('fixture listening', {count: workers, timeout: 30_000});
 	return Object.assign(proc, {port: Number(line['port'])});
 }
@@ -37,7 +37,11 @@ interface Scenario {
  * once per worker after the slow requests, the drain is clean, exit 0.
  */
 async function drainsCleanly(t: ExecutionContext, {name, send = 'kill', signal = 'SIGTERM', told}: Scenario): Promise<readonly LogLine[]> {
-	const proc = await startApp(t, name);
+	// The request that must get the 503 is sent once both workers' 'rejecting new
+	// requests' lines are read. In a loaded CI run (the whole suite on 2 cores) that
+	// reading once came late enough for the request to miss a 1.5 s reject phase
+	// and meet the worker's close: a hang-up, not a 503. 3 s leaves room.
+	const proc = await startApp(t, name, {rejectPeriod: '3s'});
 	const slow = [1, 2].map(async () => client(url(proc.port, '/slow?ms=1200')));
 	await proc.waitForLog('fixture request started', {count: 2});
 	proc[send](signal);
