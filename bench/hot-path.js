@@ -74,7 +74,7 @@ function pin(pid, cpus) {
 }
 
 /** `items` starting at the `turn`-th, round the ring. */
-const inTurn = (items, turn) => items.map((_, i) => items[(i + turn) % items.length]);
+export const inTurn = (items, turn) => items.map((_, i) => items[(i + turn) % items.length]);
 
 /** Chunks per target and round: A and B take turns this often, so a drift of the machine's speed reaches both alike. */
 const CHUNKS = 8;

@@ -27,7 +27,7 @@ import {mkdtempSync, readdirSync, rmSync, statSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import process from 'node:process';
-import {PROTOCOL_CASES, PROTOCOLS} from './hot-path.js';
+import {PROTOCOL_CASES, PROTOCOLS, inTurn} from './hot-path.js';
 import {killAll, killAllOnSignal, paths, snapshotDist, start, useDist} from './lib/proc.js';
 import {createReport, log} from './lib/report.js';
 import {fmt, summary} from './lib/stats.js';
@@ -122,7 +122,7 @@ export async function figureInstructions(report, {rounds = 3, cases = ['keep-ali
 		for (let index = 0; index < rounds; index++) {
 			const result = {};
 			// The order turns from round to round, as in hot-path.js.
-			for (const name of names.map((_, i) => names[(i + index) % names.length])) {
+			for (const name of inTurn(names, index)) {
 				// eslint-disable-next-line no-await-in-loop
 				result[name] = await count(testCase, ...targets[name]);
 			}

@@ -144,8 +144,6 @@ export class Http2Filter implements ServerFilter {
 	/** What a retiring worker answers a new WebSocket (RFC 8441 extended CONNECT) with: the other workers are serving. */
 	private readonly retireConnectHeaders: OutgoingHttpHeaders;
 	private readonly names = headerNames();
-	/** `arrivals.perPeer`, read once: whether a stream counts for its peer while serving. */
-	private readonly countsPeers: boolean;
 	private readonly currentMode = (): Mode => this.mode;
 
 	constructor(readonly server: Http2AnyServer, private readonly options: FilterOptions) {
@@ -153,7 +151,6 @@ export class Http2Filter implements ServerFilter {
 		// First, so that a second attach() of this server throws before anything is installed.
 		// One telemetry for both protocols of the server.
 		this.arrivals = options.arrivals ?? new Arrivals(inBackground(systemClock));
-		this.countsPeers = this.arrivals.perPeer;
 		this.http1 = new RequestFilter(server as unknown as http.Server, {...options, arrivals: this.arrivals});
 		this.ledger = new Ledger(() => {
 			// The HTTP/1.1 requests of an `allowHTTP1` server count too.
@@ -344,7 +341,7 @@ export class Http2Filter implements ServerFilter {
 		// something reads the peers' rates; otherwise nothing (about 0.8 % of an h2c
 		// stream's instructions, bench/instructions.js).
 		if (this.mode === Mode.SERVING) {
-			if (this.countsPeers) {
+			if (this.arrivals.perPeer) {
 				const session = stream.session as (ServerHttp2Session & Counted) | undefined;
 				if (session) {
 					(session[PEER_COUNTER] ?? this.arrivals.counterFor(session, session.socket, headers['user-agent'])).n++;
