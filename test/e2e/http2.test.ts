@@ -2,6 +2,7 @@
 // and got over HTTPS, with a certificate made here. SIGTERM: the shutdown
 // notice on every session, the 503 without connection headers, the stream in
 // flight whole, exit 0 in time. SIGHUP: the retiring worker's sessions closed.
+// Under load through the reject phase's end: nothing reset on a session a worker took.
 import test, {type ExecutionContext} from 'ava';
 import http2 from 'node:http2';
 import https from 'node:https';
@@ -192,4 +193,103 @@ test.serial('h2c, SIGHUP: the retiring worker notifies its sessions at once and 
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());
 	t.deepEqual(app.lines.filter(line => line.level === 'error' || line.level === 'fatal'), []);
+});
+
+test.serial('h2c under load through the reject phase\'s end: a pool that opens a new session on each GOAWAY; every stream on a session a worker took is answered (200, 503) or refused (REFUSED_STREAM), never reset; rejected is the client\'s count of 503s', async t => {
+	t.timeout(40_000);
+	const app = await startCluster(t, ['--reject-period', '1s', '--grace-period', `${GRACE_MS}ms`], fixture('http2.mjs'), {env: {FIXTURE_SERVER: 'h2c'}});
+	/** One stream's end; `taken`: its session had the server's SETTINGS (a worker's session existed) before the stream ended. */
+	const outcomes: Array<{outcome: string; taken: boolean}> = [];
+	const sessions = new Set<http2.ClientHttp2Session>();
+	let slowCompleted = 0;
+	let stopped = false;
+	const stop = () => {
+		stopped = true;
+		for (const session of sessions) {
+			session.destroy();
+		}
+	};
+
+	t.teardown(stop);
+	// What a proxy's connection pool does: streams back to back, a new session
+	// for one told GOAWAY (and, once listening stopped, retries of refused connects).
+	const openSession = (first = '/'): void => {
+		if (stopped) {
+			return;
+		}
+
+		const session = http2.connect(`http://127.0.0.1:${app.port}`);
+		sessions.add(session);
+		let taken = false;
+		let replaced = false;
+		const replace = (): void => {
+			if (!replaced) {
+				replaced = true;
+				sessions.delete(session);
+				setTimeout(openSession, 5);
+			}
+		};
+
+		session.on('remoteSettings', () => {
+			taken = true;
+		});
+		session.on('goaway', replace);
+		session.on('close', replace);
+		session.on('error', () => undefined);
+		const next = (path = '/'): void => {
+			if (stopped || session.closed || session.destroyed) {
+				return;
+			}
+
+			const stream = session.request({':path': path});
+			let status = 'no response';
+			stream.on('response', headers => {
+				status = String(headers[':status']);
+			});
+			let bytes = 0;
+			stream.on('data', (chunk: Buffer) => {
+				bytes += chunk.length;
+			});
+			stream.on('end', () => {
+				outcomes.push({outcome: status, taken});
+				if (path !== '/' && bytes === 100_000) {
+					slowCompleted++;
+				}
+			});
+			stream.on('error', (error: NodeJS.ErrnoException) => {
+				const refused = stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM;
+				outcomes.push({outcome: refused ? 'refused' : String(error.code), taken});
+			});
+			stream.on('close', () => {
+				next();
+			});
+		};
+
+		next(first);
+		next();
+		next();
+	};
+
+	// The first sessions each have a stream in flight past the reject phase's end.
+	for (let index = 0; index < 6; index++) {
+		openSession(`/slow?ms=${1500}`);
+	}
+
+	await app.waitForLog('fixture request started', {count: 6});
+	app.kill('SIGTERM');
+	const exit = await app.exited;
+	stop();
+	t.is(exit.code, 0, app.text());
+	const finished = app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished');
+	t.like(finished, {outcome: 'clean', exitCode: 0});
+	const taken = outcomes.filter(({taken}) => taken);
+	const wrong = taken.filter(({outcome}) => !['200', '503', 'refused'].includes(outcome));
+	t.deepEqual(wrong, [], 'nothing reset or left unanswered on a session a worker took');
+	const rejected = taken.filter(({outcome}) => outcome === '503').length;
+	t.true(rejected >= 20, `${rejected} streams got the 503: the pool was busy through the reject phase`);
+	t.is(finished?.['rejected'], rejected, 'every 503 the client got, and no other, counted as rejected');
+	t.is(slowCompleted, 6, 'the streams in flight past the reject phase\'s end, whole');
+	// A connection no worker took (the kernel's backlog or the round-robin queue
+	// as listening stops) may be reset: README, Known limits.
+	t.log(`${outcomes.length} streams; on sessions no worker took: ${outcomes.length - taken.length}`);
 });
