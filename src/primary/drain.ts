@@ -113,6 +113,13 @@ export class ClusterDrain {
 	readonly startedAt: number;
 	/** The workers alive when the signal came: the ones this drain answers for. */
 	readonly workers: readonly WorkerRecord[];
+	/**
+	 * Of those, the ones whose counts are the drain's: not a retiree that had
+	 * sent its last counts (`drained`) before the signal, all of them a reload's.
+	 * A retiree still at work counts from the signal on itself (worker/drain.ts
+	 * `drainWhileRetiring`).
+	 */
+	private readonly counted: readonly WorkerRecord[];
 	private lifecycle: DrainState = {name: 'draining'};
 	private lastProgress: {readonly key: string; readonly at: number} | undefined;
 	private readonly timers: TimerGroup;
@@ -126,6 +133,7 @@ export class ClusterDrain {
 		this.timers = new TimerGroup(options.clock);
 		this.startedAt = options.clock.now();
 		this.workers = options.fleet.alive;
+		this.counted = this.workers.filter(record => record.state.name !== 'drained');
 	}
 
 	/** Begins the drain; may finish it at once (no workers). */
@@ -427,15 +435,15 @@ export class ClusterDrain {
 		this.timers.clearAll();
 		this.options.fleet.off('gone', this.check);
 		this.options.fleet.off('message', this.onMessage);
-		const {served, aborted, rejected} = sumCounts(this.workers.map(record => record.report));
+		const {served, aborted, rejected} = sumCounts(this.counted.map(record => record.report));
 		const summary = {
 			signal: this.signal,
 			durationMs,
 			served,
 			aborted,
 			rejected,
-			closedLongLived: this.workers.reduce((sum, record) => sum + (record.report?.closedLongLived ?? 0), 0),
-			longLivedCut: this.workers.reduce((sum, record) => sum + (record.report?.longLivedCut ?? 0), 0),
+			closedLongLived: this.counted.reduce((sum, record) => sum + (record.report?.closedLongLived ?? 0), 0),
+			longLivedCut: this.counted.reduce((sum, record) => sum + (record.report?.longLivedCut ?? 0), 0),
 			workersLost: lost.length,
 			workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
 			hooksFailed,

@@ -46,6 +46,11 @@ export interface WorkerChannel {
 	serveNow?: (() => void) | undefined;
 	/** Set by `attach()`: the primary's `end-reject` (adaptive reject period). Optional, as `serveNow`. */
 	endReject?: (() => void) | undefined;
+	/**
+	 * Set by `attach()`: a drain message after the retire this worker acts on
+	 * (a shutdown during a reload). Optional, as `serveNow`.
+	 */
+	drainWhileRetiring?: ((drain: ReceivedDrain) => void) | undefined;
 }
 
 /**
@@ -115,6 +120,9 @@ export function openChannel(workerId: number, handlers: ChannelHandlers): Worker
 			for (const listener of channel.listeners) {
 				listener(drain);
 			}
+		} else if (message.type === 'drain' && channel.drain.message.type === 'retire') {
+			// Only the first leave counts: a retiring worker goes on retiring, within the drain's deadline.
+			channel.drainWhileRetiring?.({message, receivedAt: performance.now()});
 		}
 	});
 	(globalThis as Record<symbol, WorkerChannel>)[KEY] = channel;

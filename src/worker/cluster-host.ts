@@ -72,6 +72,11 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 	channel.endReject = () => {
 		drain.endReject();
 	};
+	channel.drainWhileRetiring = ({message, receivedAt}) => {
+		if (message.type === 'drain') {
+			drain.drainWhileRetiring(remaining(message, performance.now() - receivedAt));
+		}
+	};
 	channel.send({type: 'attached', ...(warmup ? {warming: true} : {})});
 	const start = ({message, receivedAt}: ReceivedDrain): void => {
 		warmup?.stop();

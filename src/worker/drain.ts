@@ -35,6 +35,9 @@ import type {ReadinessProbe} from './readiness.js';
 
 export type {DrainSummary} from '../protocol.js';
 
+/** What a retiring worker had counted when a drain's signal reached it. */
+type CountsBeforeDrain = Pick<Counts, 'served' | 'aborted' | 'rejected'> & {readonly closedLongLived: number; readonly longLivedCut: number};
+
 
 /** What differs between running under the primary and running alone (cluster-host.ts, standalone.ts). */
 export interface DrainHost {
@@ -104,6 +107,13 @@ export class ProcessDrain {
 	readonly arrivals: Arrivals;
 	/** The timer that ends the reject phase at its period's end: cleared by an early end (`endReject`). */
 	private rejectTimer: Timer | undefined;
+	/** This process left for a reload (`retire`), whatever came after. */
+	private retired = false;
+	/**
+	 * The counts a retiring worker had when a drain's signal reached it
+	 * (`drainWhileRetiring`): the reload's, left out of what it reports from then on.
+	 */
+	private beforeDrain: CountsBeforeDrain | undefined;
 
 	/** `peerRates`: count each peer's requests while serving (arrivals.ts), where something reads their rates. */
 	constructor(private readonly settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock, {peerRates = true}: {peerRates?: boolean} = {}) {
@@ -117,9 +127,11 @@ export class ProcessDrain {
 		return this.phase.name;
 	}
 
-	/** Every filter's counts, summed. */
+	/** Every filter's counts, summed; in a retiring worker a drain reached, from that drain's signal on. */
 	get counts(): Counts {
-		return sumCounts(this.filters);
+		const counts = sumCounts(this.filters);
+		const before = this.beforeDrain;
+		return before === undefined ? counts : {...counts, served: counts.served - before.served, aborted: counts.aborted - before.aborted, rejected: counts.rejected - before.rejected};
 	}
 
 	get inflight(): number {
@@ -134,8 +146,8 @@ export class ProcessDrain {
 			served,
 			aborted,
 			rejected,
-			closedLongLived: this.closedLongLived,
-			longLivedCut: this.longLivedCut,
+			closedLongLived: this.closedLongLived - (this.beforeDrain?.closedLongLived ?? 0),
+			longLivedCut: this.longLivedCut - (this.beforeDrain?.longLivedCut ?? 0),
 			hooksFailed: this.hooksFailed,
 		};
 	}
@@ -305,6 +317,7 @@ export class ProcessDrain {
 		}
 
 		this.signal = signal;
+		this.retired = true;
 		const phase: Phase = {name: 'retiring', startedAt: this.clock.now(), lingering: true};
 		this.startedAt = phase.startedAt;
 		this.enter(phase);
@@ -321,6 +334,24 @@ export class ProcessDrain {
 		}, lingerMs);
 		this.startReporting();
 		this.notices.start('reload', phase.startedAt + lingerMs);
+	}
+
+	/**
+	 * A drain's signal reached this worker while it retires (a reload's linger,
+	 * or its requests still in flight): it goes on retiring, now within the
+	 * drain's deadline. The primary's `drain finished` counts what completed
+	 * after the signal, so from here on this worker reports only that; what it
+	 * did for the reload is logged here. Once.
+	 */
+	drainWhileRetiring(timeline: Timeline): void {
+		if (!this.retired || this.beforeDrain !== undefined) {
+			return;
+		}
+
+		const {served, aborted, rejected} = this.counts;
+		this.beforeDrain = {served, aborted, rejected, closedLongLived: this.closedLongLived, longLivedCut: this.longLivedCut};
+		this.deadlineAt = this.clock.now() + timeline.gracePeriodMs;
+		this.logger.info({...this.beforeDrain, inflight: this.inflight, gracePeriodMs: timeline.gracePeriodMs}, 'drain signal while retiring: retiring on, within the grace period; counting from here (the counts so far are the reload\'s)');
 	}
 
 	private sortLongLived(): void {

@@ -104,6 +104,24 @@ test('SIGTERM during a reload drains everything that runs, old and new workers',
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean'});
 });
 
+test('SIGTERM while a retired worker still serves: drain finished counts only what completed after the signal; what it served for the reload is in its own line', async t => {
+	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', '20s'], fixture('app.mjs'), {workers: 1});
+	// Both in flight on the old worker: one ends during the reload, one after the SIGTERM.
+	const duringReload = client(url(app.port, '/slow?ms=1500'));
+	const acrossSignal = client(url(app.port, '/slow?ms=5000'));
+	await app.waitForLog('fixture request started', {count: 2});
+	app.kill('SIGHUP');
+	await app.waitForLog('reload finished');
+	t.is((await duringReload).statusCode, 200);
+	app.kill('SIGTERM');
+	t.is((await acrossSignal).statusCode, 200);
+	const exit = await app.exitWithin(30_000);
+	t.is(exit?.code, 0, app.text());
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain started'), {workers: 2});
+	t.like(app.lines.find(line => line.role === 'worker' && line.msg?.startsWith('drain signal while retiring') === true), {served: 1, inflight: 1});
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {served: 1, aborted: 0, rejected: 0, outcome: 'clean'}, 'the response the reload served is not the drain\'s');
+});
+
 test('an old worker that crashes while its replacement starts: the replacement takes the slot, no extra worker', async t => {
 	const port = await freePort();
 	const app = await startCluster(t, ['--reject-period', '300ms', '--restart-delay', '10ms'], fixture('app.mjs'), {workers: 1, env: {PORT: String(port), FIXTURE_LISTEN_DELAY_MS: '800'}});

@@ -694,3 +694,26 @@ test('drain: long-lived connections the workers closed, and those they had to de
 	t.is(await p.done, ExitCode.OK);
 	t.like(p.line('drain finished'), {closedLongLived: 3, longLivedCut: 1, served: 1});
 });
+
+test('reload then drain: a retired worker that said drained before the signal (its counts all the reload\'s) adds nothing to drain finished; one still at work adds what it reports', async t => {
+	const p = primary({workers: 2, settings: {...DEFAULT_SETTINGS, servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 5000}});
+	const [first, second] = p.serveAll();
+	p.edges.signal('SIGHUP');
+	p.cluster.workers[2]!.attach().listen();
+	await flush();
+	t.deepEqual(first!.types, ['retire']);
+	// Retired, its requests done: drained, not exited yet when the signal comes.
+	first!.say({type: 'drained', served: 5, rejected: 0, durationMs: 1000, closedLongLived: 2});
+	p.cluster.workers[3]!.attach().listen();
+	await flush();
+	t.deepEqual(second!.types, ['retire']);
+	p.edges.signal('SIGTERM');
+	t.like(p.line('drain started'), {workers: 4});
+	first!.exit(0);
+	// Still retiring at the signal: it counts from there itself (worker/drain.ts).
+	second!.drained(1).exit(0);
+	p.cluster.workers[2]!.drained(2).exit(0);
+	p.cluster.workers[3]!.drained(0).exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'clean', served: 3, closedLongLived: 0});
+});

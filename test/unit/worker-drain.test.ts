@@ -470,3 +470,40 @@ test('a report goes out when only the served count moved: a worker killed later 
 	r.held[1]!.end('done');
 	await second;
 });
+
+test('a drain\'s signal while retiring: the worker retires on, within the grace period, and counts only what completes after the signal; the reload\'s counts are logged', async t => {
+	const r = await rig(t, {listen: true});
+	const requests = ['/before', '/across'].map(async path => client(`http://127.0.0.1:${r.port}${path}`));
+	await pEvent(r.server, 'request', {multiArgs: false, filter: () => r.held.length === 2});
+	r.drain.retire(1000);
+	// Served for the reload: counted until the signal, then set aside.
+	r.held[0]!.end('done');
+	await requests[0];
+	await nextTurn();
+	t.is(r.drain.counts.served, 1);
+	r.drain.drainWhileRetiring({servePeriodMs: 0, rejectPeriodMs: 5000, gracePeriodMs: 10_000});
+	t.is(r.drain.phaseName, 'retiring', 'not a drain of its own: listening stopped at the retire');
+	t.like(r.drain.counts, {served: 0, aborted: 0, rejected: 0, inflight: 1});
+	t.like(r.lines.find(line => line.msg?.startsWith('drain signal while retiring') === true), {served: 1, inflight: 1, gracePeriodMs: 10_000});
+	r.drain.drainWhileRetiring({servePeriodMs: 0, rejectPeriodMs: 5000, gracePeriodMs: 10_000});
+	t.is(r.lines.filter(line => line.msg?.startsWith('drain signal while retiring') === true).length, 1, 'once');
+	// In flight across the signal: the drain's.
+	r.held[1]!.end('done');
+	await requests[1];
+	r.clock.advance(1000);
+	await r.whenFinished;
+	t.like(r.finished[0], {served: 1, aborted: 0, rejected: 0});
+});
+
+test('drainWhileRetiring does nothing in a worker that is not retiring', async t => {
+	const r = await rig(t, {listen: true});
+	const request = client(`http://127.0.0.1:${r.port}/one`);
+	await pEvent(r.server, 'request');
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 10_000});
+	r.held[0]!.end('done');
+	await request;
+	await nextTurn();
+	r.drain.drainWhileRetiring({servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 10_000});
+	t.is(r.drain.counts.served, 1, 'a second drain message changes nothing');
+	t.false(r.lines.some(line => line.msg?.startsWith('drain signal while retiring') === true));
+});
