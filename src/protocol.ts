@@ -114,6 +114,12 @@ export interface InflightMessage extends Omit<Counts, 'aborted'>, Aborted, LongL
 	readonly type: 'inflight';
 	/** The app requests that arrived since the signal (worker/arrivals.ts). Absent from an older helper. */
 	readonly arrivals?: ArrivalsReport;
+	/**
+	 * Sent by a worker a reload retired when a drain's signal reaches it: its
+	 * counts (since the retire) at that moment, which the drain counts from
+	 * (primary/drain.ts). Absent otherwise, and from an older helper.
+	 */
+	readonly atSignal?: boolean;
 }
 
 /** One peer's requests in a worker (worker/arrivals.ts): its rate before the signal, its arrivals since. */
@@ -335,7 +341,7 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	ready: {},
 	notice: {code: 'notice'},
 	covers: {address: 'text'},
-	inflight: {inflight: 'count', served: 'count', aborted: 'count?', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown}), FieldKind>,
+	inflight: {inflight: 'count', served: 'count', aborted: 'count?', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?', atSignal: 'flag?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown; atSignal?: unknown}), FieldKind>,
 	hooks: {served: 'count', aborted: 'count?', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?'},
 	'hook-failed': {hook: 'text'},
 	drained: {served: 'count', aborted: 'count?', rejected: 'count', durationMs: 'count', closedLongLived: 'count', longLivedCut: 'count?', hooksFailed: 'count?', arrivals: 'arrivals?'},

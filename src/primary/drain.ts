@@ -14,7 +14,7 @@ import {TimerGroup, type Clock} from '../clock.js';
 import {sumCounts} from '../counts.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
-import type {DrainMessage} from '../protocol.js';
+import type {DrainMessage, InflightMessage} from '../protocol.js';
 import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
 import type {Fleet} from './fleet.js';
 import {ADAPTIVE_FLOOR_MS, decide, mergeArrivals, REPORT_LAG_MS, STALE_REPORT_MS, type ArrivalFigures, type QuietPeer} from './arrivals.js';
@@ -101,6 +101,47 @@ export interface ClusterDrainOptions {
 	readonly adaptiveReject?: boolean;
 }
 
+/** A worker in one of these when the signal came (or killed in one) had left for a reload or a recycle: its counts began at its retire. */
+const RETIRED_STATES: ReadonlySet<string> = new Set(['retiring', 'hooks', 'drained']);
+
+/** The counts `drain finished` sums, as a worker reported them, and its failed hooks. */
+interface CountsAtSignal {
+	readonly served: number;
+	readonly aborted: number;
+	readonly rejected: number;
+	readonly closedLongLived: number;
+	readonly longLivedCut: number;
+	readonly hooksFailed: number;
+}
+
+function countsOf(report: Partial<Omit<CountsAtSignal, 'hooksFailed'>> | undefined, hooksFailed: number): CountsAtSignal {
+	return {
+		served: report?.served ?? 0,
+		aborted: report?.aborted ?? 0,
+		rejected: report?.rejected ?? 0,
+		closedLongLived: report?.closedLongLived ?? 0,
+		longLivedCut: report?.longLivedCut ?? 0,
+		hooksFailed,
+	};
+}
+
+/**
+ * What a worker counted after the signal: all of it, or for a retiree, what
+ * came after `before`. Never below 0: a server the app took off (`detach()`)
+ * takes its counts with it. A long-lived connection the retire closed and the
+ * drain had to cut counts as closed by the drain too (`longLivedCut` is of
+ * `closedLongLived`).
+ */
+function sinceSignal(now: CountsAtSignal, before: CountsAtSignal | undefined): CountsAtSignal {
+	if (before === undefined) {
+		return now;
+	}
+
+	const less = (field: keyof CountsAtSignal): number => Math.max(0, now[field] - before[field]);
+	const longLivedCut = less('longLivedCut');
+	return {served: less('served'), aborted: less('aborted'), rejected: less('rejected'), closedLongLived: Math.max(less('closedLongLived'), longLivedCut), longLivedCut, hooksFailed: 0};
+}
+
 /** How often the adaptive rule looks during the reject phase. */
 const ADAPTIVE_CHECK_MS = 250;
 
@@ -114,12 +155,13 @@ export class ClusterDrain {
 	/** The workers alive when the signal came: the ones this drain answers for. */
 	readonly workers: readonly WorkerRecord[];
 	/**
-	 * Of those, the ones whose counts are the drain's: not a retiree that had
-	 * sent its last counts (`drained`) before the signal, all of them a reload's.
-	 * A retiree still at work counts from the signal on itself (worker/drain.ts
-	 * `drainWhileRetiring`).
+	 * Of those, the ones a reload had retired (or a recycle), with what they had
+	 * counted when the signal came: their counts run from their retire, and the
+	 * drain's are what came after. The primary's last copy at first; the
+	 * worker's own figures of that moment replace it when they arrive
+	 * (`inflight` with `atSignal`).
 	 */
-	private readonly counted: readonly WorkerRecord[];
+	private readonly before = new Map<WorkerRecord, CountsAtSignal>();
 	private lifecycle: DrainState = {name: 'draining'};
 	private lastProgress: {readonly key: string; readonly at: number} | undefined;
 	private readonly timers: TimerGroup;
@@ -133,7 +175,11 @@ export class ClusterDrain {
 		this.timers = new TimerGroup(options.clock);
 		this.startedAt = options.clock.now();
 		this.workers = options.fleet.alive;
-		this.counted = this.workers.filter(record => record.state.name !== 'drained');
+		for (const record of this.workers) {
+			if (RETIRED_STATES.has(lastLive(record.state).name)) {
+				this.before.set(record, countsOf(record.report, record.hooksFailed.length));
+			}
+		}
 	}
 
 	/** Begins the drain; may finish it at once (no workers). */
@@ -310,6 +356,12 @@ export class ClusterDrain {
 		if (message.type === 'attached') {
 			this.options.fleet.send(record, this.message());
 		}
+
+		// A retiree's counts when the signal reached it: exact where the primary's last copy was older.
+		const before = this.before.get(record);
+		if (before !== undefined && message.type === 'inflight' && (message as InflightMessage).atSignal === true) {
+			this.before.set(record, countsOf(message as InflightMessage, before.hooksFailed));
+		}
 	};
 
 	/**
@@ -428,22 +480,24 @@ export class ClusterDrain {
 
 		const forcedBy = this.forcedBy;
 		const lost = this.workers.filter(record => !leftCleanly(record));
-		const hooksFailed = this.workers.reduce((sum, record) => sum + hookFailures(record), 0);
+		const hooksFailed = this.workers.reduce((sum, record) => sum + hookFailures(record) - (this.before.get(record)?.hooksFailed ?? 0), 0);
 		const code = outcome(forcedBy, lost.length, hooksFailed);
 		const durationMs = Math.round(this.options.clock.now() - this.startedAt);
 		this.lifecycle = {name: 'finished', code, durationMs, forcedBy};
 		this.timers.clearAll();
 		this.options.fleet.off('gone', this.check);
 		this.options.fleet.off('message', this.onMessage);
-		const {served, aborted, rejected} = sumCounts(this.counted.map(record => record.report));
+		const counts = this.workers.map(record => sinceSignal(countsOf(record.report, 0), this.before.get(record)));
+		const sum = (field: keyof CountsAtSignal): number => counts.reduce((total, each) => total + each[field], 0);
+		const [served, aborted, rejected] = [sum('served'), sum('aborted'), sum('rejected')];
 		const summary = {
 			signal: this.signal,
 			durationMs,
 			served,
 			aborted,
 			rejected,
-			closedLongLived: this.counted.reduce((sum, record) => sum + (record.report?.closedLongLived ?? 0), 0),
-			longLivedCut: this.counted.reduce((sum, record) => sum + (record.report?.longLivedCut ?? 0), 0),
+			closedLongLived: sum('closedLongLived'),
+			longLivedCut: sum('longLivedCut'),
 			workersLost: lost.length,
 			workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
 			hooksFailed,

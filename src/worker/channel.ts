@@ -11,7 +11,7 @@
  */
 import {envelope, parseMessage, TO_WORKER, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 
-/** The primary's instruction to leave: a drain (shutdown) or a retire (reload). Only the first counts. */
+/** The primary's instruction to leave: a drain (shutdown) or a retire (reload). The first decides how the worker leaves. */
 export interface ReceivedDrain {
 	readonly message: LeaveMessage;
 	/**
@@ -121,7 +121,7 @@ export function openChannel(workerId: number, handlers: ChannelHandlers): Worker
 				listener(drain);
 			}
 		} else if (message.type === 'drain' && channel.drain.message.type === 'retire') {
-			// Only the first leave counts: a retiring worker goes on retiring, within the drain's deadline.
+			// A shutdown while this worker retires: it goes on retiring (worker/drain.ts `drainWhileRetiring`).
 			channel.drainWhileRetiring?.({message, receivedAt: performance.now()});
 		}
 	});

@@ -30,6 +30,11 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 			const arrivals = drain.arrivals.report();
 			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {})});
 		},
+		signalledWhileRetiring(counts) {
+			// The drain's starting point for this worker: sent at once, ahead of anything it tells later.
+			const {closedLongLived, longLivedCut} = drain.summary();
+			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, atSignal: true});
+		},
 		covers(address) {
 			channel.send({type: 'covers', address});
 		},

@@ -35,9 +35,6 @@ import type {ReadinessProbe} from './readiness.js';
 
 export type {DrainSummary} from '../protocol.js';
 
-/** What a retiring worker had counted when a drain's signal reached it. */
-type CountsBeforeDrain = Pick<Counts, 'served' | 'aborted' | 'rejected'> & {readonly closedLongLived: number; readonly longLivedCut: number};
-
 
 /** What differs between running under the primary and running alone (cluster-host.ts, standalone.ts). */
 export interface DrainHost {
@@ -68,6 +65,8 @@ export interface DrainHost {
 	covers?(address: string): void;
 	/** Something for the primary to tell the operator once (protocol.ts `NoticeMessage`). */
 	notice?(code: NoticeCode): void;
+	/** A drain's signal reached this retiring worker (`drainWhileRetiring`): `counts` are its counts then. */
+	signalledWhileRetiring?(counts: Counts): void;
 }
 
 
@@ -107,13 +106,8 @@ export class ProcessDrain {
 	readonly arrivals: Arrivals;
 	/** The timer that ends the reject phase at its period's end: cleared by an early end (`endReject`). */
 	private rejectTimer: Timer | undefined;
-	/** This process left for a reload (`retire`), whatever came after. */
-	private retired = false;
-	/**
-	 * The counts a retiring worker had when a drain's signal reached it
-	 * (`drainWhileRetiring`): the reload's, left out of what it reports from then on.
-	 */
-	private beforeDrain: CountsBeforeDrain | undefined;
+	/** This process left for a reload (`retire`): a drain's signal that comes later finds it `retired`, and once it did, `signalled`. */
+	private leftForReload: 'no' | 'retired' | 'signalled' = 'no';
 
 	/** `peerRates`: count each peer's requests while serving (arrivals.ts), where something reads their rates. */
 	constructor(private readonly settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock, {peerRates = true}: {peerRates?: boolean} = {}) {
@@ -127,11 +121,9 @@ export class ProcessDrain {
 		return this.phase.name;
 	}
 
-	/** Every filter's counts, summed; in a retiring worker a drain reached, from that drain's signal on. */
+	/** Every filter's counts, summed. */
 	get counts(): Counts {
-		const counts = sumCounts(this.filters);
-		const before = this.beforeDrain;
-		return before === undefined ? counts : {...counts, served: counts.served - before.served, aborted: counts.aborted - before.aborted, rejected: counts.rejected - before.rejected};
+		return sumCounts(this.filters);
 	}
 
 	get inflight(): number {
@@ -146,8 +138,8 @@ export class ProcessDrain {
 			served,
 			aborted,
 			rejected,
-			closedLongLived: this.closedLongLived - (this.beforeDrain?.closedLongLived ?? 0),
-			longLivedCut: this.longLivedCut - (this.beforeDrain?.longLivedCut ?? 0),
+			closedLongLived: this.closedLongLived,
+			longLivedCut: this.longLivedCut,
 			hooksFailed: this.hooksFailed,
 		};
 	}
@@ -317,7 +309,7 @@ export class ProcessDrain {
 		}
 
 		this.signal = signal;
-		this.retired = true;
+		this.leftForReload = 'retired';
 		const phase: Phase = {name: 'retiring', startedAt: this.clock.now(), lingering: true};
 		this.startedAt = phase.startedAt;
 		this.enter(phase);
@@ -338,20 +330,22 @@ export class ProcessDrain {
 
 	/**
 	 * A drain's signal reached this worker while it retires (a reload's linger,
-	 * or its requests still in flight): it goes on retiring, now within the
-	 * drain's deadline. The primary's `drain finished` counts what completed
-	 * after the signal, so from here on this worker reports only that; what it
-	 * did for the reload is logged here. Once.
+	 * its requests still in flight, its hooks): it goes on retiring, and what
+	 * starts from now (a connection's linger, a hook) is bounded by the drain's
+	 * deadline. Its counts go on from the retire; the host tells the primary
+	 * what they are now, and the drain counts from there (primary/drain.ts).
+	 * Once.
 	 */
 	drainWhileRetiring(timeline: Timeline): void {
-		if (!this.retired || this.beforeDrain !== undefined) {
+		if (this.leftForReload !== 'retired') {
 			return;
 		}
 
-		const {served, aborted, rejected} = this.counts;
-		this.beforeDrain = {served, aborted, rejected, closedLongLived: this.closedLongLived, longLivedCut: this.longLivedCut};
+		this.leftForReload = 'signalled';
 		this.deadlineAt = this.clock.now() + timeline.gracePeriodMs;
-		this.logger.info({...this.beforeDrain, inflight: this.inflight, gracePeriodMs: timeline.gracePeriodMs}, 'drain signal while retiring: retiring on, within the grace period; counting from here (the counts so far are the reload\'s)');
+		const {served, aborted, rejected, inflight} = this.counts;
+		this.logger.info({served, aborted, rejected, closedLongLived: this.closedLongLived, longLivedCut: this.longLivedCut, inflight, gracePeriodMs: timeline.gracePeriodMs}, 'drain signal while retiring: retiring on, within the grace period; the drain counts from here');
+		this.host?.signalledWhileRetiring?.(copyCounts(this.counts));
 	}
 
 	private sortLongLived(): void {

@@ -695,25 +695,38 @@ test('drain: long-lived connections the workers closed, and those they had to de
 	t.like(p.line('drain finished'), {closedLongLived: 3, longLivedCut: 1, served: 1});
 });
 
-test('reload then drain: a retired worker that said drained before the signal (its counts all the reload\'s) adds nothing to drain finished; one still at work adds what it reports', async t => {
-	const p = primary({workers: 2, settings: {...DEFAULT_SETTINGS, servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 5000}});
-	const [first, second] = p.serveAll();
+test('reload then drain: what the retired workers counted for the reload stays out of drain finished, their failed hooks too; each adds only what it did after the signal', async t => {
+	const p = primary({workers: 4, settings: {...DEFAULT_SETTINGS, servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 5000}});
+	const [inHooks, done, exact, older] = p.serveAll();
 	p.edges.signal('SIGHUP');
-	p.cluster.workers[2]!.attach().listen();
-	await flush();
-	t.deepEqual(first!.types, ['retire']);
-	// Retired, its requests done: drained, not exited yet when the signal comes.
-	first!.say({type: 'drained', served: 5, rejected: 0, durationMs: 1000, closedLongLived: 2});
-	p.cluster.workers[3]!.attach().listen();
-	await flush();
-	t.deepEqual(second!.types, ['retire']);
+	for (let index = 4; index < 8; index++) {
+		p.cluster.workers[index]!.attach().listen();
+		// eslint-disable-next-line no-await-in-loop
+		await flush();
+	}
+
+	t.like(p.line('reload finished'), {replaced: 4});
+	// Before the signal: one in its hooks, one of which failed; one drained, not exited yet;
+	// two still serving their last requests, their last reports read.
+	inHooks!.say({type: 'hook-failed', hook: 'pool.end'}).say({type: 'hooks', served: 4, rejected: 0});
+	done!.say({type: 'drained', served: 5, rejected: 0, durationMs: 1000, closedLongLived: 2});
+	exact!.say({type: 'inflight', inflight: 1, served: 3, rejected: 0, upgrades: 0, streams: 0});
+	older!.say({type: 'inflight', inflight: 1, served: 3, rejected: 0, upgrades: 1, streams: 0, closedLongLived: 1});
 	p.edges.signal('SIGTERM');
-	t.like(p.line('drain started'), {workers: 4});
-	first!.exit(0);
-	// Still retiring at the signal: it counts from there itself (worker/drain.ts).
-	second!.drained(1).exit(0);
-	p.cluster.workers[2]!.drained(2).exit(0);
-	p.cluster.workers[3]!.drained(0).exit(0);
+	t.like(p.line('drain started'), {workers: 8});
+	// Its hook ends the process: no drained message.
+	inHooks!.exit(0);
+	done!.exit(0);
+	// One more response finished before it read the signal: its own figures of that moment count from there.
+	exact!.say({type: 'inflight', inflight: 1, served: 4, rejected: 0, upgrades: 0, streams: 0, atSignal: true});
+	exact!.drained(6).exit(0);
+	// An older helper tells nothing at the signal: the primary's last copy is the start.
+	older!.say({type: 'drained', served: 6, rejected: 0, durationMs: 1000, closedLongLived: 1, longLivedCut: 1}).exit(0);
+	p.cluster.workers[4]!.drained(1).exit(0);
+	for (const worker of p.cluster.workers.slice(5, 8)) {
+		worker.drained(0).exit(0);
+	}
+
 	t.is(await p.done, ExitCode.OK);
-	t.like(p.line('drain finished'), {outcome: 'clean', served: 3, closedLongLived: 0});
+	t.like(p.line('drain finished'), {outcome: 'clean', served: 2 + 3 + 1, hooksFailed: 0, closedLongLived: 1, longLivedCut: 1});
 });
