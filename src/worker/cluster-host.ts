@@ -33,7 +33,8 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 		signalledWhileRetiring(counts) {
 			// The drain's starting point for this worker: sent at once, ahead of anything it tells later.
 			const {closedLongLived, longLivedCut} = drain.summary();
-			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, atSignal: true});
+			const arrivals = drain.arrivals.report();
+			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {}), atSignal: true});
 		},
 		covers(address) {
 			channel.send({type: 'covers', address});
@@ -79,7 +80,7 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 	};
 	channel.drainWhileRetiring = ({message, receivedAt}) => {
 		if (message.type === 'drain') {
-			drain.drainWhileRetiring(remaining(message, performance.now() - receivedAt));
+			drain.drainWhileRetiring(remaining(message, performance.now() - receivedAt), message.signalAt);
 		}
 	};
 	channel.send({type: 'attached', ...(warmup ? {warming: true} : {})});

@@ -248,9 +248,7 @@ export class ProcessDrain {
 		const now = this.clock.now();
 		this.startedAt = now;
 		this.deadlineAt = now + timeline.gracePeriodMs;
-		// Timed from the primary's signal: a worker that read the message late
-		// (a busy loop) must not date its arrivals late too.
-		this.arrivals.begin(signalAt === undefined ? now : now - Math.max(0, Date.now() - signalAt));
+		this.beginArrivals(signalAt);
 		this.sortLongLived();
 		const {inflight, upgrades, streams} = this.counts;
 		this.logger.info({
@@ -336,16 +334,27 @@ export class ProcessDrain {
 	 * what they are now, and the drain counts from there (primary/drain.ts).
 	 * Once.
 	 */
-	drainWhileRetiring(timeline: Timeline): void {
+	drainWhileRetiring(timeline: Timeline, signalAt?: number): void {
 		if (this.leftForReload !== 'retired') {
 			return;
 		}
 
 		this.leftForReload = 'signalled';
 		this.deadlineAt = this.clock.now() + timeline.gracePeriodMs;
+		// A request on a connection it kept open is an arrival after the signal as much as any other.
+		this.beginArrivals(signalAt);
 		const {served, aborted, rejected, inflight} = this.counts;
 		this.logger.info({served, aborted, rejected, closedLongLived: this.closedLongLived, longLivedCut: this.longLivedCut, inflight, gracePeriodMs: timeline.gracePeriodMs}, 'drain signal while retiring: retiring on, within the grace period; the drain counts from here');
 		this.host?.signalledWhileRetiring?.(copyCounts(this.counts));
+	}
+
+	/**
+	 * Arrivals count from the primary's signal (`signalAt`, epoch ms): a worker
+	 * that read the message late (a busy loop) must not date them late too.
+	 */
+	private beginArrivals(signalAt: number | undefined): void {
+		const now = this.clock.now();
+		this.arrivals.begin(signalAt === undefined ? now : now - Math.max(0, Date.now() - signalAt));
 	}
 
 	private sortLongLived(): void {

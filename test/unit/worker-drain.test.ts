@@ -13,7 +13,7 @@ import {modeFor} from '../../src/worker/phase.js';
 import {Mode} from '../../src/worker/filter.js';
 import {BLOCKING_LISTENER_MS} from '../../src/worker/long-lived.js';
 import {captureLogger, FakeClock} from '../helpers/fakes.js';
-import {client, UPGRADE_REQUEST} from '../helpers/http.js';
+import {client, RawConnection, UPGRADE_REQUEST} from '../helpers/http.js';
 
 async function rig(t: import('ava').ExecutionContext, {listen = false} = {}) {
 	const clock = new FakeClock();
@@ -520,4 +520,24 @@ test('drainWhileRetiring does nothing in a worker that is not retiring', async t
 	await nextTurn();
 	r.drain.drainWhileRetiring({servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 10_000});
 	t.false(r.lines.some(line => line.msg?.startsWith('drain signal while retiring') === true), 'a second drain message changes nothing');
+});
+
+test('a drain\'s signal while retiring: a request on a connection the retiree kept open counts as an arrival after the signal', async t => {
+	const r = await rig(t, {listen: true});
+	const idle = await RawConnection.open(r.port);
+	t.teardown(() => {
+		idle.close();
+	});
+	const first = idle.request('/first');
+	await pEvent(r.server, 'request');
+	r.held[0]!.end('done');
+	t.is((await first).status, 200);
+	r.drain.retire(1000);
+	t.is(r.drain.arrivals.report(), undefined, 'a retire alone counts no arrivals');
+	r.drain.drainWhileRetiring({servePeriodMs: 0, rejectPeriodMs: 5000, gracePeriodMs: 10_000}, Date.now());
+	const late = idle.request('/late');
+	await pEvent(r.server, 'request');
+	r.held[1]!.end('done');
+	t.is((await late).status, 200, 'served by the retiree, as in its linger');
+	t.like(r.drain.arrivals.report(), {total: 1, lastFrom: '127.0.0.1'});
 });
