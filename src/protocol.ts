@@ -120,6 +120,8 @@ export interface InflightMessage extends Omit<Counts, 'aborted'>, Aborted, LongL
 	 * (primary/drain.ts). Absent otherwise, and from an older helper.
 	 */
 	readonly atSignal?: boolean;
+	/** With `atSignal`: its hooks that had failed by then (a `hook-failed` may still be on its way). */
+	readonly hooksFailed?: number;
 }
 
 /** One peer's requests in a worker (worker/arrivals.ts): its rate before the signal, its arrivals since. */
@@ -198,6 +200,8 @@ export interface HooksMessage extends Aborted, LongLivedEnds {
 	readonly type: 'hooks';
 	readonly served: number;
 	readonly rejected: number;
+	/** The arrivals' figures as the hooks start: a hook's `process.exit()` leaves no later report. Absent from an older helper. */
+	readonly arrivals?: ArrivalsReport;
 }
 
 /**
@@ -341,8 +345,8 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	ready: {},
 	notice: {code: 'notice'},
 	covers: {address: 'text'},
-	inflight: {inflight: 'count', served: 'count', aborted: 'count?', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?', atSignal: 'flag?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown; atSignal?: unknown}), FieldKind>,
-	hooks: {served: 'count', aborted: 'count?', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?'},
+	inflight: {inflight: 'count', served: 'count', aborted: 'count?', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?', atSignal: 'flag?', hooksFailed: 'count?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown; atSignal?: unknown; hooksFailed?: unknown}), FieldKind>,
+	hooks: {served: 'count', aborted: 'count?', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?'},
 	'hook-failed': {hook: 'text'},
 	drained: {served: 'count', aborted: 'count?', rejected: 'count', durationMs: 'count', closedLongLived: 'count', longLivedCut: 'count?', hooksFailed: 'count?', arrivals: 'arrivals?'},
 	'metrics-request': {id: 'count'},

@@ -357,10 +357,11 @@ export class ClusterDrain {
 			this.options.fleet.send(record, this.message());
 		}
 
-		// A retiree's counts when the signal reached it: exact where the primary's last copy was older.
+		// A retiree's counts when the signal reached it: exact where the primary's last copy was older
+		// (a response since its last report, a hook's failure still on its way).
 		const before = this.before.get(record);
 		if (before !== undefined && message.type === 'inflight' && (message as InflightMessage).atSignal === true) {
-			this.before.set(record, countsOf(message as InflightMessage, before.hooksFailed));
+			this.before.set(record, countsOf(message as InflightMessage, (message as InflightMessage).hooksFailed ?? before.hooksFailed));
 		}
 	};
 

@@ -132,7 +132,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			const {state} = record;
 			const summary = {served: message.served, rejected: message.rejected};
 			// The long-lived connections were closed as the requests' wait began.
-			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, ...laterCounts(message, record.report), arrivals: record.report?.arrivals};
+			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, ...laterCounts(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
 			if (isPlaced(state)) {
 				record.state = {name: 'hooks', summary, from: state};
 			}

@@ -32,9 +32,9 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 		},
 		signalledWhileRetiring(counts) {
 			// The drain's starting point for this worker: sent at once, ahead of anything it tells later.
-			const {closedLongLived, longLivedCut} = drain.summary();
+			const {closedLongLived, longLivedCut, hooksFailed} = drain.summary();
 			const arrivals = drain.arrivals.report();
-			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {}), atSignal: true});
+			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {}), atSignal: true, hooksFailed: hooksFailed ?? 0});
 		},
 		covers(address) {
 			channel.send({type: 'covers', address});
@@ -44,11 +44,12 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 		},
 		hooksStarting(_counts, proceed) {
 			const {served, aborted, rejected, closedLongLived, longLivedCut} = drain.summary();
+			const arrivals = drain.arrivals.report();
 			// Acknowledged before the first hook: a hook's process.exit() cannot
 			// overtake it, so the primary knows no request was lost.
 			// The app's metrics go first: a hook's process.exit() must not lose them.
 			void sendFinalMetrics(channel).then(() => {
-				channel.send({type: 'hooks', served, aborted, rejected, closedLongLived, longLivedCut}, proceed);
+				channel.send({type: 'hooks', served, aborted, rejected, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {})}, proceed);
 			});
 		},
 		async hookFailed(hook) {

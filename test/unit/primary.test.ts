@@ -730,3 +730,40 @@ test('reload then drain: what the retired workers counted for the reload stays o
 	t.is(await p.done, ExitCode.OK);
 	t.like(p.line('drain finished'), {outcome: 'clean', served: 2 + 3 + 1, hooksFailed: 0, closedLongLived: 1, longLivedCut: 1});
 });
+
+test('reload then drain: a retiree\'s hook that failed just before it read the signal (the failure still on its way to the primary) is the reload\'s; one that fails after is the drain\'s', async t => {
+	const p = primary({workers: 2, settings: {...DEFAULT_SETTINGS, servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 5000}});
+	const [crossed, after] = p.serveAll();
+	p.edges.signal('SIGHUP');
+	for (const index of [2, 3]) {
+		p.cluster.workers[index]!.attach().listen();
+		// eslint-disable-next-line no-await-in-loop
+		await flush();
+	}
+
+	p.edges.signal('SIGTERM');
+	// Failed before it read the drain message: its report of that moment says so.
+	crossed!.say({type: 'hook-failed', hook: 'pool.end'});
+	crossed!.say({type: 'inflight', inflight: 0, served: 1, rejected: 0, upgrades: 0, streams: 0, atSignal: true, hooksFailed: 1});
+	crossed!.drained(1).exit(0);
+	after!.say({type: 'inflight', inflight: 1, served: 0, rejected: 0, upgrades: 0, streams: 0, atSignal: true, hooksFailed: 0});
+	after!.say({type: 'hook-failed', hook: 'cache.quit'});
+	after!.drained(1).exit(0);
+	p.cluster.workers[2]!.drained(0).exit(0);
+	p.cluster.workers[3]!.drained(0).exit(0);
+	t.is(await p.done, ExitCode.HOOK_FAILED);
+	t.like(p.line('drain finished'), {hooksFailed: 1, served: 1, outcome: 'hooks-failed'});
+});
+
+test('drain: the arrivals a worker had counted when its hooks began reach drain finished, though a hook ends the process before any later report', async t => {
+	const p = primary();
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	const arrivals = (total: number) => ({total, bySecond: [total], lastMs: 900, lastFrom: '10.0.0.7', peers: [{peer: '10.0.0.7', ratePerSecond: 10, count: total, lastMs: 900}]});
+	a!.say({type: 'inflight', inflight: 0, served: 0, rejected: 2, upgrades: 0, streams: 0, arrivals: arrivals(2)});
+	// Two more 503s before the hooks: the hook exits the process, no report comes after.
+	a!.say({type: 'hooks', served: 0, rejected: 4, arrivals: arrivals(4)}).exit(0);
+	b!.drained().exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {rejected: 4, arrivals: 4});
+});
