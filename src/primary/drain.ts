@@ -102,7 +102,7 @@ export interface ClusterDrainOptions {
 }
 
 /** A worker in one of these when the signal came (or killed in one) had left for a reload or a recycle: its counts began at its retire. */
-const RETIRED_STATES: ReadonlySet<string> = new Set(['retiring', 'hooks', 'drained']);
+const RETIRED_STATES: ReadonlySet<WorkerRecord['state']['name']> = new Set(['retiring', 'hooks', 'drained']);
 
 /** The counts `drain finished` sums, as a worker reported them, and its failed hooks. */
 interface CountsAtSignal {
@@ -360,8 +360,9 @@ export class ClusterDrain {
 		// A retiree's counts when the signal reached it: exact where the primary's last copy was older
 		// (a response since its last report, a hook's failure still on its way).
 		const before = this.before.get(record);
-		if (before !== undefined && message.type === 'inflight' && (message as InflightMessage).atSignal === true) {
-			this.before.set(record, countsOf(message as InflightMessage, (message as InflightMessage).hooksFailed ?? before.hooksFailed));
+		const report = message.type === 'inflight' ? message as InflightMessage : undefined;
+		if (before !== undefined && report?.atSignal === true) {
+			this.before.set(record, countsOf(report, report.hooksFailed ?? before.hooksFailed));
 		}
 	};
 

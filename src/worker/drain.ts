@@ -343,9 +343,10 @@ export class ProcessDrain {
 		this.deadlineAt = this.clock.now() + timeline.gracePeriodMs;
 		// A request on a connection it kept open is an arrival after the signal as much as any other.
 		this.beginArrivals(signalAt);
-		const {served, aborted, rejected, inflight} = this.counts;
+		const counts = this.counts;
+		const {served, aborted, rejected, inflight} = counts;
 		this.logger.info({served, aborted, rejected, closedLongLived: this.closedLongLived, longLivedCut: this.longLivedCut, inflight, gracePeriodMs: timeline.gracePeriodMs}, 'drain signal while retiring: retiring on, within the grace period; the drain counts from here');
-		this.host?.signalledWhileRetiring?.(copyCounts(this.counts));
+		this.host?.signalledWhileRetiring?.(counts);
 	}
 
 	/**
