@@ -4,9 +4,12 @@
 //   primary: from its own first line of code (after Node's bootstrap) to its
 //            first and second cluster.fork(): graceful-cluster -w 2 against a
 //            hand-written node:cluster primary running the same app
-//   worker:  importing the worker bootstrap (every worker), then the attach()
-//            helper (an app that calls it), in a real cluster worker, one
-//            worker at a time so that nothing else competes for the cores
+//   worker:  a real cluster worker's way to its app's first line, with no
+//            preload and with each build's bootstrap preloaded as that build's
+//            primary does it (`--require` for bootstrap.cjs, `--import` for an
+//            older build's bootstrap.js); then the app's import of the attach()
+//            helper. One worker at a time, so that nothing else competes for
+//            the cores.
 //
 //   node bench/start-phases.js [--rounds 15] [--dist [label=]dir ...]
 //
@@ -18,6 +21,7 @@ import {existsSync, mkdtempSync, readFileSync, rmSync} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import process from 'node:process';
+import {pathToFileURL} from 'node:url';
 import {parseArgs} from 'node:util';
 import {fmt, summary} from './lib/stats.js';
 
@@ -30,17 +34,21 @@ const MS = {decimals: 1, unit: ' ms'};
 const HELLO = new URL('servers/hello.mjs', import.meta.url).pathname;
 const CLUSTER = new URL('servers/cluster.mjs', import.meta.url).pathname;
 const TRACE = new URL('lib/phase-trace.mjs', import.meta.url).href;
-const TIMER = new URL('lib/bootstrap-timer.mjs', import.meta.url).pathname;
-const NOOP = new URL('servers/noop.mjs', import.meta.url).pathname;
+const PHASE_APP = new URL('servers/phase-app.mjs', import.meta.url).pathname;
 
 const builds = flags.dist.map(spec => {
 	const [label, dir] = spec.includes('=') ? spec.split(/=(.*)/s) : [path.basename(path.resolve(spec, '..')), spec];
 	const bundle = path.join(path.resolve(dir), 'bundle');
-	if (!existsSync(path.join(bundle, 'cli.js'))) {
-		throw new Error(`${bundle}/cli.js is missing: run \`npm run build\` first (or give --dist).`);
+	// cli.cjs since the CLI became CommonJS, cli.js before.
+	const cli = ['cli.cjs', 'cli.js'].map(file => path.join(bundle, file)).find(file => existsSync(file));
+	if (cli === undefined) {
+		throw new Error(`${bundle}/cli.cjs is missing: run \`npm run build\` first (or give --dist).`);
 	}
 
-	return {label, cli: path.join(bundle, 'cli.js'), bootstrap: path.join(bundle, 'worker/bootstrap.js'), helper: path.join(bundle, 'worker/index.js')};
+	// Since the bootstrap became one CommonJS file (--require); before, ES modules (--import).
+	const cjs = path.join(bundle, 'worker/bootstrap.cjs');
+	const preload = existsSync(cjs) ? ['--require', cjs] : ['--import', pathToFileURL(path.join(bundle, 'worker/bootstrap.js')).href];
+	return {label, cli, preload, helper: path.join(bundle, 'worker/index.js')};
 });
 
 const scratch = mkdtempSync(path.join(os.tmpdir(), 'start-phases-'));
@@ -73,16 +81,16 @@ async function primaryRun(args) {
 	return {firstFork: forks[0], secondFork: forks[1]};
 }
 
-/** One worker's imports of a build's bootstrap and helper, in ms. */
-async function workerRuns(build, count) {
+/** Workers one after another with `preload`: each one's ms to its app's first line, and to import `helper` there (0 without). */
+async function workerRuns(preload, helper, count) {
 	const log = path.join(scratch, 'worker.log');
 	rmSync(log, {force: true});
 	const primary = `import cluster from 'node:cluster';
-cluster.setupPrimary({exec: ${JSON.stringify(NOOP)}, execArgv: ['--import', ${JSON.stringify(TIMER)}]});
+cluster.setupPrimary({exec: ${JSON.stringify(PHASE_APP)}, execArgv: ${JSON.stringify(preload)}});
 let left = ${count};
 const next = () => { if (left-- > 0) cluster.fork().once('exit', next); };
 next();`;
-	const child = spawn(process.execPath, ['--input-type=module', '-e', primary], {env: {...env, PHASE_LOG: log, PHASE_BOOTSTRAP: build.bootstrap, PHASE_HELPER: build.helper}, stdio: 'ignore'});
+	const child = spawn(process.execPath, ['--input-type=module', '-e', primary], {env: {...env, PHASE_LOG: log, PHASE_HELPER: helper ?? ''}, stdio: 'ignore'});
 	await new Promise(resolve => child.once('close', resolve));
 	return readFileSync(log, 'utf8').trim().split('\n').map(line => line.split(' ').map(Number));
 }
@@ -115,17 +123,22 @@ for (const [name, figures] of Object.entries(primaries)) {
 	process.stdout.write(`| ${name} | ${fmt(summary(figures.firstFork), MS)} | ${fmt(summary(figures.secondFork), MS)} |\n`);
 }
 
-process.stdout.write(`\nin a worker, one at a time (${ROUNDS} workers per build, builds in turn)\n\n| build | import the bootstrap | then import the helper |\n| --- | --- | --- |\n`);
+process.stdout.write(`\nin a worker, one at a time (${ROUNDS} workers per build, builds in turn): ms from its process's start to its app's first line, and the app's import of the helper\n\n| build | to the app's first line | the bootstrap's share (over no preload) | then import the helper |\n| --- | --- | --- | --- |\n`);
+const bare = [];
 const workers = Object.fromEntries(builds.map(build => [build.label, []]));
 for (let round = 0; round < ROUNDS; round++) {
+	// eslint-disable-next-line no-await-in-loop
+	bare.push(...(await workerRuns([], undefined, 1)).map(([first]) => first));
 	for (const build of builds) {
 		// eslint-disable-next-line no-await-in-loop
-		workers[build.label].push(...await workerRuns(build, 1));
+		workers[build.label].push(...await workerRuns(build.preload, build.helper, 1));
 	}
 }
 
+process.stdout.write(`| no preload | ${fmt(summary(bare), MS)} | | |\n`);
 for (const [label, runs] of Object.entries(workers)) {
-	process.stdout.write(`| ${label} | ${fmt(summary(runs.map(([boot]) => boot)), MS)} | ${fmt(summary(runs.map(([, helper]) => helper)), MS)} |\n`);
+	const shares = runs.map(([first], index) => first - bare[index]);
+	process.stdout.write(`| ${label} | ${fmt(summary(runs.map(([first]) => first)), MS)} | ${fmt(summary(shares), MS)} | ${fmt(summary(runs.map(([, helper]) => helper)), MS)} |\n`);
 }
 
 rmSync(scratch, {recursive: true, force: true});

@@ -13,7 +13,7 @@
 //
 //   node bench/startup.js [--rounds 15] [--warmup 2] [--dist [label=]dir ...] [--only start|flags]
 //
-// --dist names the build to run (a dist/ dir: its bundle/cli.js, or src/cli.js in a
+// --dist names the build to run (a dist/ dir: its bundle/cli.cjs or cli.js, or src/cli.js in a
 // build from before the bundle; ../dist by default).
 // Given more than once, every build's cases join the same rounds, so that two
 // builds (before and after a change) are compared under the same conditions.
@@ -46,8 +46,9 @@ const BUILDS = flags.dist.map(spec => {
 	const [label, dir] = spec.includes('=') ? spec.split(/=(.*)/s) : [flags.dist.length > 1 ? path.basename(path.resolve(spec)) : '', spec];
 	const dist = path.resolve(dir);
 	// What the package runs (package.json's bin and exports), or a build from before the bundle: the compiled tree.
-	const shipped = ['bundle/cli.js', 'bundle/worker/index.js'].map(file => path.join(dist, file));
-	const [cli, worker] = existsSync(shipped[0]) ? shipped : ['src/cli.js', 'src/worker/index.js'].map(file => path.join(dist, file));
+	// The CLI is bundle/cli.cjs since it became CommonJS, bundle/cli.js before.
+	const bundleCli = ['bundle/cli.cjs', 'bundle/cli.js'].map(file => path.join(dist, file)).find(file => existsSync(file));
+	const [cli, worker] = bundleCli ? [bundleCli, path.join(dist, 'bundle/worker/index.js')] : ['src/cli.js', 'src/worker/index.js'].map(file => path.join(dist, file));
 	if (!existsSync(cli)) {
 		throw new Error(`${cli} is missing: run \`npm run build\` first (or give --dist).`);
 	}

@@ -1,26 +1,26 @@
 // After tsc, in `npm run build`: writes dist/src/help.txt (write-help.js) and
-// bundles what the package runs into dist/bundle/ (esbuild): the CLI and the
-// worker's two entries, the bootstrap preloaded into every worker and the
-// helper the app imports. Both are skipped when nothing they read has changed
-// since (the inputs are listed in dist/bundle-inputs.json), so a build with
-// nothing to do stays under a second.
+// bundles what the package runs into dist/bundle/ (esbuild): the CLI (cli.cjs,
+// the bin, and main.cjs), the bootstrap preloaded into every worker
+// (worker/bootstrap.cjs) and the helper the app imports (worker/index.js).
+// Skipped when nothing it reads has changed since (the inputs are listed in
+// dist/bundle-inputs.json), so a build with nothing to do stays under a second.
 //
-// Why a bundle: Node loads an ES module tree file by file, and a start reads some
-// some 70 of them (our ~60, p-event's). One file per
-// entry, plus a chunk or two, starts the primary and each worker tens of
-// milliseconds sooner (bench/startup.js). package.json's bin and exports point
-// here; dist/src/ stays the compiled tree the unit tests import, with the
-// declarations.
+// Why a bundle: Node loads a tree of modules file by file, and a start read
+// some 70 of them (our ~60, p-event's). One file per entry starts the primary
+// and each worker tens of milliseconds sooner (bench/startup.js); CommonJS for
+// what runs at every start, below. package.json's bin and exports point here;
+// dist/src/ stays the compiled tree the unit tests import, with the
+// declarations (it is not a CLI to run: only the bundle has the bootstrap).
 //
-// Two builds, so that code lands where src/ has it: the CLI's at dist/bundle/,
-// the worker's at dist/bundle/worker/. A module that finds a file by URL from
-// itself (FINDS_FILES below) must land at the same depth it has in src/; the
-// build fails if it did not.
+// Three builds, so that code lands where src/ has it: the CLI's at
+// dist/bundle/, the worker's at dist/bundle/worker/. A module that finds a file
+// by URL from itself (FINDS_FILES below) must land at the same depth it has in
+// src/; the build fails if it did not.
 //
 // What stays outside, loaded from node_modules as before: yargs (only for
 // --help and complaints about an option, args.ts; it also reads its own locale
 // files by path), prom-client (only with --metrics) and pino-pretty (only for
-// pretty logs). Both stay lazy: a dynamic import() is its own chunk here.
+// pretty logs). All three stay lazy, behind an import() that runs only when needed.
 import {execFileSync} from 'node:child_process';
 import {copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs';
 import path from 'node:path';
@@ -34,7 +34,7 @@ const INPUTS = path.join(ROOT, 'dist/bundle-inputs.json');
 /** What the outputs depend on besides the bundled modules, root-relative. */
 const ALSO_READ = ['package.json', 'tsconfig.json', 'scripts/bundle.js', 'scripts/write-help.js', 'node_modules/yargs/package.json', 'dist/src/worker/index.cjs'];
 /** What must be there for a skip. */
-const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.js', 'dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs'];
+const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.cjs', 'dist/bundle/main.cjs', 'dist/bundle/worker/bootstrap.cjs', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs'];
 
 /** True when the last run's outputs are all there and no file it read is newer than its list. */
 function upToDate() {
@@ -73,16 +73,58 @@ const common = {
 /** The modules that find a file by URL from their own, each with the build that must keep it at its depth. */
 const FINDS_FILES = {
 	cli: ['src/package-files.ts', 'src/cli.ts'],
-	worker: ['src/worker/bootstrap.ts', 'src/worker/heartbeat.ts', 'src/worker/index.ts'],
+	worker: ['src/worker/index.ts'],
+	bootstrap: ['src/worker/bootstrap.ts', 'src/worker/heartbeat.ts'],
+};
+
+/**
+ * What runs at every start is CommonJS, each entry one file: the CLI
+ * (cli.cjs, the package's bin, and main.cjs, which it loads unless it only
+ * prints) and the bootstrap preloaded into every worker before the app
+ * (worker/bootstrap.cjs, `--require`). Node's ES module loader reads a tree
+ * of files asynchronously and links it before running any of it; CommonJS is
+ * read and run in one synchronous step. Measured side by side (`node
+ * bench/startup.js`, docs/performance.md): the command to both workers
+ * listening about 35 ms sooner, 1.28x a hand-written primary's time down to
+ * 1.13x. The helper the app imports stays an ES module (worker/index.js, with
+ * index.cjs handing it to CommonJS apps); it shares no module with the
+ * bootstrap: the two meet on globals (channel.ts, signal-listeners.ts).
+ *
+ * `import.meta.url` becomes the file's own URL, as in an ES module; cli.cjs
+ * and main.cjs sit at one depth, so the files they find by URL are the same.
+ * What is loaded lazily (args.ts with yargs, the metrics server, pino-pretty)
+ * is inlined behind its `import()`, and runs only when called.
+ */
+const commonJs = {
+	format: 'cjs',
+	splitting: false,
+	outExtension: {'.js': '.cjs'},
+	define: {'import.meta.url': '__selfUrl'},
+	banner: {js: '"use strict";\nvar __selfUrl = require("node:url").pathToFileURL(__filename).href;'},
+};
+
+/**
+ * cli.ts's `import('./main.js')` is main.cjs, the other entry, loaded with
+ * `require()`: not inlined into cli.cjs (a plain `--version` does not read it),
+ * and not a real `import()`, which would start the ES module loader.
+ */
+const mainApart = {
+	name: 'main-apart',
+	setup(build) {
+		build.onResolve({filter: /^\.\/main\.js$/}, ({importer}) => (importer.endsWith(path.join('src', 'cli.ts')) ? {path: 'main.cjs', namespace: 'main-apart'} : undefined));
+		build.onLoad({filter: /.*/, namespace: 'main-apart'}, () => ({contents: 'module.exports = require("./main.cjs");', loader: 'js'}));
+		build.onResolve({filter: /^\.\/main\.cjs$/, namespace: 'main-apart'}, () => ({path: './main.cjs', external: true}));
+	},
 };
 
 const builds = {
-	cli: {entryPoints: {cli: 'src/cli.ts'}, outdir: OUT, base: 'src'},
+	cli: {entryPoints: {cli: 'src/cli.ts', main: 'src/main.ts'}, outdir: OUT, base: 'src', plugins: [mainApart], ...commonJs},
 	worker: {
-		entryPoints: {bootstrap: 'src/worker/bootstrap.ts', index: 'src/worker/index.ts', 'watchdog-thread': 'src/worker/watchdog-thread.ts'},
+		entryPoints: {index: 'src/worker/index.ts', 'watchdog-thread': 'src/worker/watchdog-thread.ts'},
 		outdir: path.join(OUT, 'worker'),
 		base: 'src/worker',
 	},
+	bootstrap: {entryPoints: {bootstrap: 'src/worker/bootstrap.ts'}, outdir: path.join(OUT, 'worker'), base: 'src/worker', ...commonJs},
 };
 
 // Wholly generated: a chunk of an earlier build must not linger.
@@ -95,9 +137,10 @@ const noteInputs = metafile => {
 	}
 };
 
-for (const [name, {entryPoints, outdir, base}] of Object.entries(builds)) {
+for (const [name, {base, ...options}] of Object.entries(builds)) {
 	// eslint-disable-next-line no-await-in-loop
-	const {metafile} = await build({...common, entryPoints, outdir});
+	const {metafile} = await build({...common, ...options});
+	const {outdir} = options;
 	noteInputs(metafile);
 
 	for (const module of FINDS_FILES[name]) {
@@ -120,6 +163,11 @@ for (const [name, {entryPoints, outdir, base}] of Object.entries(builds)) {
 		}
 	}
 }
+
+// The CLI's path before it became CommonJS, which a Dockerfile, a Kubernetes
+// command or a systemd unit may name: it runs cli.cjs (through Node's ES module
+// loader first, a few milliseconds more; the bin and our examples name cli.cjs).
+writeFileSync(path.join(OUT, 'cli.js'), '#!/usr/bin/env node\n// The CLI is cli.cjs; this path still runs it, for the commands that name it.\nimport \'./cli.cjs\';\n', {mode: 0o755});
 
 // What the bundle reads beside its code: the prebuilt --help (print-only.ts, when
 // write-help.js made it), and the CommonJS entry, which hands over ./index.js.

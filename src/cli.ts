@@ -9,6 +9,7 @@
  * handed to the primary once it exists (main.ts). And one shortcut: a plain
  * `--version` or `--help` is answered without loading any of it (print-only.ts).
  */
+import {setImmediate} from 'node:timers/promises';
 import {ExitCode} from './exit-codes.js';
 import {printOnly} from './print-only.js';
 import {HANDLED_SIGNALS} from './signals.js';
@@ -28,14 +29,9 @@ if (printed !== undefined) {
 	process.exit(ExitCode.OK);
 }
 
-const {main} = await import('./main.js').catch(async (error: unknown) => {
-	// A file of the bundle missing or cut short (part of dist/ copied): main.ts's
-	// own check (install-check.ts) cannot run without it, so it runs here, to
-	// name the file (a SyntaxError does not). Only our own modules load here,
-	// and as built they do parse.
-	if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' || error instanceof SyntaxError) {
-		// The list's URL from here (package-files.ts's FILES_JSON, the same place):
-		// importing that module here would cost a plain --version a file more.
+// A promise chain, not top-level await: the bundle is CommonJS (scripts/bundle.js).
+void import('./main.js').catch(async (error: unknown) => {
+	if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' || (error as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' || error instanceof SyntaxError) {
 		const damaged = await import('./install-check.js')
 			.then(({damagedFiles}) => damagedFiles(new URL('graceful-cluster-files.json', import.meta.url)), () => []);
 		process.stderr.write(`graceful-cluster: its installation is incomplete, so nothing was started: ${damaged.length > 0 ? damaged.join('; ') : String(error)}. Reinstall graceful-cluster with its dependencies (npm ci).\n`);
@@ -43,12 +39,17 @@ const {main} = await import('./main.js').catch(async (error: unknown) => {
 	}
 
 	throw error;
-});
-await main({
-	early,
-	release() {
-		for (const signal of HANDLED_SIGNALS) {
-			process.off(signal, hold);
-		}
-	},
+}).then(async ({main}) => {
+	// The bundle loads main.cjs in one synchronous step, where no signal is
+	// handled: one turn of the event loop hands what arrived meanwhile to `hold`,
+	// so that the primary acts on it before it starts any worker.
+	await setImmediate();
+	return main({
+		early,
+		release() {
+			for (const signal of HANDLED_SIGNALS) {
+				process.off(signal, hold);
+			}
+		},
+	});
 });

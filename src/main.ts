@@ -132,7 +132,9 @@ function exitIncomplete(what: string): never {
  * without node_modules.
  */
 function exitIfNotInstalled(error: unknown, neededFor: string): void {
-	const name = (error as NodeJS.ErrnoException | undefined)?.code === 'ERR_MODULE_NOT_FOUND' ? /Cannot find package '([^']+)'/.exec((error as Error).message)?.[1] : undefined;
+	// `import()` says ERR_MODULE_NOT_FOUND; `require()`, as the bundle (CommonJS) loads yargs and prom-client, MODULE_NOT_FOUND.
+	const {code, message} = (error ?? {}) as Partial<NodeJS.ErrnoException>;
+	const name = code === 'ERR_MODULE_NOT_FOUND' ? /Cannot find package '([^']+)'/.exec(message ?? '')?.[1] : code === 'MODULE_NOT_FOUND' ? /Cannot find module '([^'./][^']*)'/.exec(message ?? '')?.[1] : undefined;
 	if (name !== undefined) {
 		exitIncomplete(`the package ${name}, which it needs ${neededFor}, is not installed`);
 	}

@@ -10,6 +10,8 @@
  * worker's in worker/, as src/ has them, and checks that this module's code
  * landed at the root.
  */
+import {existsSync} from 'node:fs';
+import {fileURLToPath} from 'node:url';
 
 /** graceful-cluster's package.json, two levels above this file's directory. */
 export const PACKAGE_JSON = new URL('../../package.json', import.meta.url);
@@ -20,5 +22,13 @@ export const HELP_FILE = new URL('help.txt', import.meta.url);
 /** The bundle's list of its files and their sizes (install-check.ts); absent in the compiled tree. */
 export const FILES_JSON = new URL('graceful-cluster-files.json', import.meta.url);
 
-/** What every worker is started with (`node --import <this> app.js`): worker/bootstrap.ts, compiled. */
-export const BOOTSTRAP_URL = new URL('worker/bootstrap.js', import.meta.url).href;
+/**
+ * How every worker is started (`node <these> app.js`): the bundle's
+ * worker/bootstrap.cjs, one CommonJS file, with `--require` (scripts/bundle.js
+ * says why). The compiled tree (dist/src/, which the unit tests import and some
+ * benches run) has the bootstrap as an ES module only: `--import` there.
+ */
+export function bootstrapPreload(): [flag: '--require' | '--import', bootstrap: string] {
+	const bundled = new URL('worker/bootstrap.cjs', import.meta.url);
+	return existsSync(bundled) ? ['--require', fileURLToPath(bundled)] : ['--import', new URL('worker/bootstrap.js', import.meta.url).href];
+}

@@ -443,7 +443,7 @@ export class HealthChecker {
 // Pods
 
 export interface PodOptions {
-	/** The CLI's path (the package's bin, dist/bundle/cli.js). */
+	/** The CLI's path (the package's bin, dist/bundle/cli.cjs). */
 	readonly cli: string;
 	/** The app (test/fixtures/app.mjs). */
 	readonly app: string;

@@ -55,8 +55,10 @@ export const paths = {dist: '', cli: '', worker: ''};
 export function useDist(dir) {
 	paths.dist = dir;
 	// The bundle the package runs (package.json's bin and exports); a build from before it has the compiled tree only.
-	const bundled = existsSync(path.join(dir, 'bundle/cli.js'));
-	paths.cli = path.join(dir, bundled ? 'bundle/cli.js' : 'src/cli.js');
+	// bundle/cli.cjs since the CLI became CommonJS, bundle/cli.js before.
+	const bundleCli = ['bundle/cli.cjs', 'bundle/cli.js'].find(file => existsSync(path.join(dir, file)));
+	const bundled = bundleCli !== undefined;
+	paths.cli = path.join(dir, bundleCli ?? 'src/cli.js');
 	paths.worker = path.join(dir, bundled ? 'bundle/worker/index.js' : 'src/worker/index.js');
 }
 export const HELLO = new URL('../servers/hello.mjs', import.meta.url).pathname;

@@ -41,7 +41,7 @@ import {Supervisor} from './supervisor.js';
 import type {NoticeCode} from '../protocol.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
 import {workerEnv} from '../worker-env.js';
-import {BOOTSTRAP_URL} from '../package-files.js';
+import {bootstrapPreload} from '../package-files.js';
 
 export interface PrimaryOutput {
 	readonly logger: Logger;
@@ -107,7 +107,7 @@ export class Primary {
 			cwd: options.cwd,
 			// The bootstrap runs in every worker before the app: it keeps the worker
 			// alive on a direct SIGTERM/SIGINT and holds the drain message for attach().
-			execArgv: [...process.execArgv, ...(options.execArgv ?? []), '--import', BOOTSTRAP_URL],
+			execArgv: [...process.execArgv, ...(options.execArgv ?? []), ...bootstrapPreload()],
 			env: workerEnv(options),
 			logger,
 			stdout: output.stdout,

@@ -1,6 +1,7 @@
 /**
- * Preloaded into every worker by the primary (`node --import <this> app.js`),
- * before the app's first line runs. Its jobs:
+ * Preloaded into every worker by the primary (`node --require <this> app.js`;
+ * one CommonJS file in the bundle, scripts/bundle.js), before the app's first
+ * line runs. Its jobs:
  *
  * 1. Keep the worker alive on a signal sent to the process group. A terminal's Ctrl-C
  *    signals the whole foreground process group and systemd's default
@@ -21,6 +22,7 @@
  * their usual `server.close(callback)` waits for the connections still open.
  */
 import cluster from 'node:cluster';
+import {fileURLToPath} from 'node:url';
 import {createLogger} from '../logger.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {rejectEndsAt, remaining} from '../timeline.js';
@@ -33,9 +35,12 @@ import {blockOutput} from './stdio.js';
 
 // `child_process.fork()` copies `execArgv`, so the app's own children would load
 // this file too and then ignore SIGTERM; take it out of what they inherit.
-const self = import.meta.url;
-for (let index = process.execArgv.indexOf(self); index > 0 && process.execArgv[index - 1] === '--import'; index = process.execArgv.indexOf(self)) {
-	process.execArgv.splice(index - 1, 2);
+// `--require <path>` as the primary passes it; `--import <url>` as earlier
+// releases did.
+for (const [flag, self] of [['--require', fileURLToPath(import.meta.url)], ['--import', import.meta.url]] as const) {
+	for (let index = process.execArgv.indexOf(self); index > 0 && process.execArgv[index - 1] === flag; index = process.execArgv.indexOf(self)) {
+		process.execArgv.splice(index - 1, 2);
+	}
 }
 
 // Only a cluster worker of ours has a primary to wait for (`NODE_UNIQUE_ID`, which

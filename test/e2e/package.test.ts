@@ -145,7 +145,7 @@ test('the tarball holds LICENSE, README.md, package.json and src/ compiled with 
 	// The prebuilt --help (print-only.ts) beside the code that reads it: without it, every --help loads yargs.
 	t.true(packed.has('dist/bundle/help.txt'));
 	// The bundle's worker entries beside the bootstrap: the hung-stack thread, and the CommonJS hand-over.
-	for (const file of ['dist/bundle/worker/bootstrap.js', 'dist/bundle/worker/watchdog-thread.js', 'dist/bundle/worker/index.cjs']) {
+	for (const file of ['dist/bundle/worker/bootstrap.cjs', 'dist/bundle/worker/watchdog-thread.js', 'dist/bundle/worker/index.cjs']) {
 		t.true(packed.has(file), file);
 	}
 	// A source map is only worth shipping with the sources it points at; we ship neither.

@@ -71,15 +71,12 @@ function copyOfPackage(t: ExecutionContext, change: (bundle: string) => void = (
 	}
 
 	change(path.join(root, 'dist/bundle'));
-	return path.join(root, 'dist/bundle/cli.js');
+	return path.join(root, 'dist/bundle/cli.cjs');
 }
 
 const remove = (file: string) => (bundle: string) => {
 	rmSync(path.join(bundle, file));
 };
-
-/** The bundle's chunk that cli.js imports only when it runs the primary (the main one). */
-const mainChunk = (bundle: string): string => /await import\("\.\/(chunk-[\w-]+\.js)"\)/.exec(readFileSync(path.join(bundle, 'cli.js'), 'utf8'))![1]!;
 
 const INCOMPLETE = /^graceful-cluster: its installation is incomplete, so nothing was started: /m;
 
@@ -95,13 +92,12 @@ const partialCopies: Array<[string, (bundle: string) => void, string[], RegExp]>
 	['a chunk of the workers\' missing', bundle => {
 		rmSync(path.join(bundle, 'worker', readdirSync(path.join(bundle, 'worker')).find(file => file.startsWith('chunk-'))!));
 	}, [], /\/dist\/bundle\/worker\/chunk-[\w-]+\.js \(missing\)/],
-	['the primary\'s main chunk missing', bundle => {
-		rmSync(path.join(bundle, mainChunk(bundle)));
-	}, [], /\/dist\/bundle\/chunk-[\w-]+\.js \(missing\)/],
-	['the primary\'s main chunk cut short (a SyntaxError, which names no file)', bundle => {
-		const file = path.join(bundle, mainChunk(bundle));
+	['the workers\' bootstrap missing', remove('worker/bootstrap.cjs'), [], /\/dist\/bundle\/worker\/bootstrap\.cjs \(missing\)/],
+	['the primary\'s main file missing', remove('main.cjs'), [], /\/dist\/bundle\/main\.cjs \(missing\)/],
+	['the primary\'s main file cut short (a SyntaxError, which names no file)', bundle => {
+		const file = path.join(bundle, 'main.cjs');
 		writeFileSync(file, readFileSync(file).subarray(0, -10));
-	}, [], /\/dist\/bundle\/chunk-[\w-]+\.js \(\d+ bytes; the build wrote \d+\)/],
+	}, [], /\/dist\/bundle\/main\.cjs \(\d+ bytes; the build wrote \d+\)/],
 	['no node_modules: prom-client for --metrics', () => {}, ['--metrics', '127.0.0.1:9'], /the package prom-client, which it needs for --metrics, is not installed/],
 	['no node_modules: pino-pretty for pretty logs', () => {}, ['--log-format', 'pretty'], /the package pino-pretty, which it needs for pretty logs/],
 	['no node_modules: yargs for a command line the quick read leaves to it', () => {}, ['--workers=\'1\''], /the package yargs, which it needs to read this command line, is not installed/],
@@ -123,6 +119,14 @@ test('a whole copy of the package starts (the checks above look where the files 
 	await cli.waitForLog('worker listening');
 	cli.kill('SIGTERM');
 	t.is((await cli.exited).code, ExitCode.OK, cli.text());
+});
+
+test('the CLI\'s path before it became CommonJS (dist/bundle/cli.js, which a Dockerfile or unit may name) still starts the cluster and drains it', async t => {
+	const cli = start(t, [path.join(path.dirname(copyOfPackage(t)), 'cli.js'), '-w', '1', '--reject-period', '100ms', fixture('app.mjs')], {plainNode: true});
+	await cli.waitForLog('worker listening');
+	cli.kill('SIGTERM');
+	t.is((await cli.exited).code, ExitCode.OK, cli.text());
+	t.regex(cli.text(), /drain finished/);
 });
 
 test('an app whose own copy of the helper is partial fails at its start, saying so, not at its drain', async t => {

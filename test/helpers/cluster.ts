@@ -10,7 +10,7 @@ import type {ExecutionContext} from 'ava';
 import {cleanEnv, parseJsonLine, spawnGroup, type Exit} from '../../testkit/proc.js';
 
 export const ROOT = path.resolve(fileURLToPath(import.meta.url), '../../../..');
-export const CLI = path.join(ROOT, 'dist/bundle/cli.js');
+export const CLI = path.join(ROOT, 'dist/bundle/cli.cjs');
 export const fixture = (name: string): string => path.join(ROOT, 'test/fixtures', name);
 
 export type LogLine = Record<string, unknown> & {msg?: string; role?: string; level?: string};

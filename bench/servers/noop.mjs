@@ -1,1 +1,0 @@
-// An app that does nothing: start-phases.js times the worker's preloads, not the app.
