@@ -25,6 +25,7 @@ import {execFileSync} from 'node:child_process';
 import {copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs';
 import path from 'node:path';
 import process from 'node:process';
+import {pathToFileURL} from 'node:url';
 
 const ROOT = path.resolve(new URL('..', import.meta.url).pathname);
 const OUT = path.join(ROOT, 'dist/bundle');
@@ -32,7 +33,7 @@ const OUT = path.join(ROOT, 'dist/bundle');
 const INPUTS = path.join(ROOT, 'dist/bundle-inputs.json');
 
 /** What the outputs depend on besides the bundled modules, root-relative. */
-const ALSO_READ = ['package.json', 'tsconfig.json', 'scripts/bundle.js', 'scripts/write-help.js', 'node_modules/yargs/package.json', 'dist/src/worker/index.cjs'];
+const ALSO_READ = ['package.json', 'tsconfig.json', 'scripts/bundle.js', 'scripts/write-help.js', 'node_modules/yargs/package.json', 'dist/src/worker/index.cjs', 'dist/src/exit-codes.js'];
 /** What must be there for a skip. */
 const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.cjs', 'dist/bundle/main.cjs', 'dist/bundle/worker/bootstrap.cjs', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs'];
 
@@ -167,7 +168,19 @@ for (const [name, {base, ...options}] of Object.entries(builds)) {
 // The CLI's path before it became CommonJS, which a Dockerfile, a Kubernetes
 // command or a systemd unit may name: it runs cli.cjs (through Node's ES module
 // loader first, a few milliseconds more; the bin and our examples name cli.cjs).
-writeFileSync(path.join(OUT, 'cli.js'), '#!/usr/bin/env node\n// The CLI is cli.cjs; this path still runs it, for the commands that name it.\nimport \'./cli.cjs\';\n', {mode: 0o755});
+// A cli.cjs missing or cut short is an incomplete install, as cli.cjs says of the files it loads.
+const {ExitCode} = await import(pathToFileURL(path.join(ROOT, 'dist/src/exit-codes.js')).href);
+writeFileSync(path.join(OUT, 'cli.js'), `#!/usr/bin/env node
+// The CLI is cli.cjs; this path still runs it, for the commands that name it.
+import('./cli.cjs').catch(error => {
+	if (error?.code !== 'ERR_MODULE_NOT_FOUND' && !(error instanceof SyntaxError)) {
+		throw error;
+	}
+
+	process.stderr.write(\`graceful-cluster: its installation is incomplete, so nothing was started: \${String(error)}. Reinstall graceful-cluster with its dependencies (npm ci).\\n\`);
+	process.exit(${ExitCode.INCOMPLETE_INSTALL});
+});
+`, {mode: 0o755});
 
 // What the bundle reads beside its code: the prebuilt --help (print-only.ts, when
 // write-help.js made it), and the CommonJS entry, which hands over ./index.js.

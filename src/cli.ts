@@ -29,9 +29,18 @@ if (printed !== undefined) {
 	process.exit(ExitCode.OK);
 }
 
+/** A main file that loaded without its `main`: cut short at a statement's end (CommonJS loads what is there). */
+class NoMain extends Error {}
+
 // A promise chain, not top-level await: the bundle is CommonJS (scripts/bundle.js).
-void import('./main.js').catch(async (error: unknown) => {
-	if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' || (error as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' || error instanceof SyntaxError) {
+void import('./main.js').then(loaded => {
+	if (typeof loaded.main !== 'function') {
+		throw new NoMain('the primary\'s main file holds no main()');
+	}
+
+	return loaded;
+}).catch(async (error: unknown) => {
+	if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' || (error as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' || error instanceof SyntaxError || error instanceof NoMain) {
 		const damaged = await import('./install-check.js')
 			.then(({damagedFiles}) => damagedFiles(new URL('graceful-cluster-files.json', import.meta.url)), () => []);
 		process.stderr.write(`graceful-cluster: its installation is incomplete, so nothing was started: ${damaged.length > 0 ? damaged.join('; ') : String(error)}. Reinstall graceful-cluster with its dependencies (npm ci).\n`);

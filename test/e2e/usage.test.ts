@@ -94,6 +94,10 @@ const partialCopies: Array<[string, (bundle: string) => void, string[], RegExp]>
 	}, [], /\/dist\/bundle\/worker\/chunk-[\w-]+\.js \(missing\)/],
 	['the workers\' bootstrap missing', remove('worker/bootstrap.cjs'), [], /\/dist\/bundle\/worker\/bootstrap\.cjs \(missing\)/],
 	['the primary\'s main file missing', remove('main.cjs'), [], /\/dist\/bundle\/main\.cjs \(missing\)/],
+	['the primary\'s main file cut at a statement\'s end (it loads, without its main())', bundle => {
+		const file = path.join(bundle, 'main.cjs');
+		writeFileSync(file, readFileSync(file, 'utf8').split('\n').slice(0, 30).join('\n'));
+	}, [], /\/dist\/bundle\/main\.cjs \(\d+ bytes; the build wrote \d+\)/],
 	['the primary\'s main file cut short (a SyntaxError, which names no file)', bundle => {
 		const file = path.join(bundle, 'main.cjs');
 		writeFileSync(file, readFileSync(file).subarray(0, -10));
@@ -127,6 +131,15 @@ test('the CLI\'s path before it became CommonJS (dist/bundle/cli.js, which a Doc
 	cli.kill('SIGTERM');
 	t.is((await cli.exited).code, ExitCode.OK, cli.text());
 	t.regex(cli.text(), /drain finished/);
+});
+
+test('the CLI\'s old path (cli.js) with cli.cjs missing exits 8, saying so; nothing is started', async t => {
+	const cli = start(t, [path.join(path.dirname(copyOfPackage(t, remove('cli.cjs'))), 'cli.js'), '-w', '1', fixture('app.mjs')], {plainNode: true});
+	const exit = await cli.exited;
+	t.is(exit.code, ExitCode.INCOMPLETE_INSTALL, cli.text());
+	t.regex(cli.text(), INCOMPLETE);
+	t.regex(cli.text(), /cli\.cjs/);
+	t.false(cli.text().includes('starting workers'));
 });
 
 test('an app whose own copy of the helper is partial fails at its start, saying so, not at its drain', async t => {
