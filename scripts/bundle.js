@@ -10,7 +10,8 @@
 // and each worker tens of milliseconds sooner (bench/startup.js); CommonJS for
 // what runs at every start, below. package.json's bin and exports point here;
 // dist/src/ stays the compiled tree the unit tests import, with the
-// declarations (it is not a CLI to run: only the bundle has the bootstrap).
+// declarations; its cli.js runs too (some benches use it), preloading the
+// compiled ES bootstrap with --import (package-files.ts bootstrapPreload).
 //
 // Three builds, so that code lands where src/ has it: the CLI's at
 // dist/bundle/, the worker's at dist/bundle/worker/. A module that finds a file
@@ -35,7 +36,7 @@ const INPUTS = path.join(ROOT, 'dist/bundle-inputs.json');
 /** What the outputs depend on besides the bundled modules, root-relative. */
 const ALSO_READ = ['package.json', 'tsconfig.json', 'scripts/bundle.js', 'scripts/write-help.js', 'node_modules/yargs/package.json', 'dist/src/worker/index.cjs', 'dist/src/exit-codes.js'];
 /** What must be there for a skip. */
-const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.cjs', 'dist/bundle/main.cjs', 'dist/bundle/worker/bootstrap.cjs', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs'];
+const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.cjs', 'dist/bundle/cli.js', 'dist/bundle/main.cjs', 'dist/bundle/worker/bootstrap.cjs', 'dist/bundle/worker/watchdog-thread.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs'];
 
 /** True when the last run's outputs are all there and no file it read is newer than its list. */
 function upToDate() {

@@ -29,8 +29,20 @@ if (printed !== undefined) {
 	process.exit(ExitCode.OK);
 }
 
-/** A main file that loaded without its `main`: cut short at a statement's end (CommonJS loads what is there). */
+/** A main file that loaded without its `main`: cut short at a statement's end (CommonJS runs what is there). */
 class NoMain extends Error {}
+
+/** What says for sure that the main file is missing or cut short, whatever the file's own code then threw. */
+const isLoadError = (error: unknown): boolean =>
+	['ERR_MODULE_NOT_FOUND', 'MODULE_NOT_FOUND'].includes((error as NodeJS.ErrnoException).code ?? '') || error instanceof SyntaxError || error instanceof NoMain;
+
+// main() ends the process itself (process.exit); an event loop that runs dry
+// before it did is a bug of ours, not a clean exit. (Top-level await said so
+// with exit 13; this chain would otherwise exit 0.)
+process.once('beforeExit', () => {
+	process.stderr.write('graceful-cluster: the primary stopped before it finished; please report this\n');
+	process.exit(ExitCode.INTERNAL);
+});
 
 // A promise chain, not top-level await: the bundle is CommonJS (scripts/bundle.js).
 void import('./main.js').then(loaded => {
@@ -38,17 +50,20 @@ void import('./main.js').then(loaded => {
 		throw new NoMain('the primary\'s main file holds no main()');
 	}
 
-	return loaded;
+	return loaded.main;
 }).catch(async (error: unknown) => {
-	if ((error as NodeJS.ErrnoException).code === 'ERR_MODULE_NOT_FOUND' || (error as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND' || error instanceof SyntaxError || error instanceof NoMain) {
-		const damaged = await import('./install-check.js')
-			.then(({damagedFiles}) => damagedFiles(new URL('graceful-cluster-files.json', import.meta.url)), () => []);
+	// Loading main.cjs runs its top-level code: cut short at a statement's end it
+	// can throw anything (a ReferenceError from a getter of what is not there).
+	// The file list says whether the install is whole.
+	const damaged = await import('./install-check.js')
+		.then(({damagedFiles}) => damagedFiles(new URL('graceful-cluster-files.json', import.meta.url)), () => []);
+	if (damaged.length > 0 || isLoadError(error)) {
 		process.stderr.write(`graceful-cluster: its installation is incomplete, so nothing was started: ${damaged.length > 0 ? damaged.join('; ') : String(error)}. Reinstall graceful-cluster with its dependencies (npm ci).\n`);
 		process.exit(ExitCode.INCOMPLETE_INSTALL);
 	}
 
 	throw error;
-}).then(async ({main}) => {
+}).then(async main => {
 	// The bundle loads main.cjs in one synchronous step, where no signal is
 	// handled: one turn of the event loop hands what arrived meanwhile to `hold`,
 	// so that the primary acts on it before it starts any worker.

@@ -35,8 +35,8 @@ import {blockOutput} from './stdio.js';
 
 // `child_process.fork()` copies `execArgv`, so the app's own children would load
 // this file too and then ignore SIGTERM; take it out of what they inherit.
-// `--require <path>` as the primary passes it; `--import <url>` as earlier
-// releases did.
+// `--require <path>` as the bundle's primary passes it; `--import <url>` as
+// the compiled tree's does (package-files.ts bootstrapPreload).
 for (const [flag, self] of [['--require', fileURLToPath(import.meta.url)], ['--import', import.meta.url]] as const) {
 	for (let index = process.execArgv.indexOf(self); index > 0 && process.execArgv[index - 1] === flag; index = process.execArgv.indexOf(self)) {
 		process.execArgv.splice(index - 1, 2);

@@ -1,6 +1,6 @@
 /**
  * The worker's end of the IPC channel, shared between the bootstrap (which the
- * primary preloads into every worker with `--import`, before the app) and the
+ * primary preloads into every worker with `--require`, before the app) and the
  * `attach()` helper (which the app loads, maybe from its own copy of this
  * package). They meet on a global registered under a versioned `Symbol.for` key,
  * so two installed copies still find each other.

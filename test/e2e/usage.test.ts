@@ -98,6 +98,11 @@ const partialCopies: Array<[string, (bundle: string) => void, string[], RegExp]>
 		const file = path.join(bundle, 'main.cjs');
 		writeFileSync(file, readFileSync(file, 'utf8').split('\n').slice(0, 30).join('\n'));
 	}, [], /\/dist\/bundle\/main\.cjs \(\d+ bytes; the build wrote \d+\)/],
+	['the primary\'s main file cut just before its main() (it loads; its exports\' getter throws a ReferenceError)', bundle => {
+		const file = path.join(bundle, 'main.cjs');
+		const text = readFileSync(file, 'utf8');
+		writeFileSync(file, text.slice(0, text.lastIndexOf('\n', text.indexOf('async function main('))));
+	}, [], /\/dist\/bundle\/main\.cjs \(\d+ bytes; the build wrote \d+\)/],
 	['the primary\'s main file cut short (a SyntaxError, which names no file)', bundle => {
 		const file = path.join(bundle, 'main.cjs');
 		writeFileSync(file, readFileSync(file).subarray(0, -10));
@@ -131,6 +136,16 @@ test('the CLI\'s path before it became CommonJS (dist/bundle/cli.js, which a Doc
 	cli.kill('SIGTERM');
 	t.is((await cli.exited).code, ExitCode.OK, cli.text());
 	t.regex(cli.text(), /drain finished/);
+});
+
+test('a primary whose event loop runs dry before main() ends it exits 1, saying so, not 0 (a bug of ours made to happen: main() awaits forever)', async t => {
+	const cli = start(t, [copyOfPackage(t, bundle => {
+		const file = path.join(bundle, 'main.cjs');
+		writeFileSync(file, readFileSync(file, 'utf8').replace(/^async function main\((.*)\) \{$/m, 'async function main($1) {\n  await new Promise(() => {});'));
+	}), '-w', '1', fixture('app.mjs')], {plainNode: true});
+	const exit = await cli.exited;
+	t.is(exit.code, ExitCode.INTERNAL, cli.text());
+	t.regex(cli.text(), /graceful-cluster: the primary stopped before it finished; please report this/);
 });
 
 test('the CLI\'s old path (cli.js) with cli.cjs missing exits 8, saying so; nothing is started', async t => {
