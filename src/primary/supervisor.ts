@@ -114,7 +114,7 @@ export class Supervisor {
 		const uptimeMs = Math.round(this.clock.now() - record.startedAt);
 		// An exit during the shutdown hooks comes after every request was done:
 		// planned, though a non-zero code means a hook failed.
-		const exitedFor = exitReason(state);
+		const exitedFor = exitReason(state, {draining: this.mode === 'frozen'});
 		const crashed = role === 'member' ? last.name !== 'drained' && last.name !== 'hooks' : exitedFor === 'crash';
 		const log = {
 			worker: record.id,

@@ -220,9 +220,9 @@ export type ExitReason = 'drain' | 'crash' | 'hung' | 'deadline' | 'start-failed
  * `reload`: replaced for that reason and retired; `hung`: killed for a silent
  * event loop; `deadline`: killed by the drain's deadline or a second signal;
  * `start-failed`: it never listened in time, or the cluster gave up; `crash`:
- * anything else.
+ * anything else. `draining`: the cluster's drain has begun.
  */
-export function exitReason(state: Extract<WorkerState, {name: 'gone'}>): ExitReason {
+export function exitReason(state: Extract<WorkerState, {name: 'gone'}>, {draining = false}: {draining?: boolean} = {}): ExitReason {
 	switch (killReason(state)) {
 		case 'hung': {
 			return 'hung';
@@ -252,8 +252,11 @@ export function exitReason(state: Extract<WorkerState, {name: 'gone'}>): ExitRea
 	const place = placeOf(state);
 	const last = lastLive(state).name;
 	// A retired worker leaves as planned by draining, or, without the helper, by
-	// exiting 0 once its connections end; anything else is a crash, retiring or not.
-	const planned = last === 'drained' || last === 'hooks' || (place.name === 'retiring' && !place.attached && state.code === 0 && state.signal === null);
+	// exiting 0 once its connections end; so does any worker without the helper
+	// in the cluster's drain (its basic drain), and one that had not listened
+	// yet (it held no request: drain.ts `leftCleanly`). Anything else is a crash.
+	const basicDrain = !place.attached && state.code === 0 && state.signal === null;
+	const planned = last === 'drained' || last === 'hooks' || (place.name === 'retiring' && basicDrain) || (draining && (basicDrain || place.name === 'starting'));
 	if (!planned) {
 		return 'crash';
 	}

@@ -99,14 +99,32 @@ if (cluster.isWorker && cluster.worker) {
 			return;
 		}
 
-		let done = false;
+		let left = false;
+		let late = false;
 		const runListeners = (): void => {
-			if (done || held.owner !== 'bootstrap') {
+			if (held.owner !== 'bootstrap') {
 				return;
 			}
 
-			done = true;
 			clearTimeout(timer);
+			if (!left) {
+				left = true;
+				// The app may still be starting (a slow import, its database first): a
+				// listener it registers from now on is its shutdown too, and runs as soon
+				// as it is registered, not never. Its worker was disconnected, or will be
+				// at once, so its server can no longer listen: the process would
+				// otherwise wait for the deadline's SIGKILL with its cleanup undone.
+				held.onHeld = () => {
+					if (!late) {
+						late = true;
+						setImmediate(() => {
+							late = false;
+							runListeners();
+						});
+					}
+				};
+			}
+
 			const signal = leaveSignal(message, held.received);
 			const entries = listenersFor(held, signal, {retiring: message.type === 'retire'});
 			if (entries.length === 0) {

@@ -40,6 +40,9 @@ export function createFilter(server: DrainableServer, settings: WorkerSettings, 
 			}
 			: undefined,
 		onIdle,
+		onLateListen(address) {
+			logger.info({address}, 'a server began to listen after this worker had stopped listening (it was still starting at the drain); closing it');
+		},
 		lingerMs,
 		arrivals,
 		onNotice,

@@ -64,6 +64,8 @@ export interface FilterOptions {
 	 * drain looks again whether it can move on.
 	 */
 	readonly onIdle: () => void;
+	/** The server began to listen after the drain had stopped accepting (it is closed at once): for the log. */
+	readonly onLateListen?: ((address: ReturnType<net.Server['address']>) => void) | undefined;
 	/**
 	 * The longest a connection the drain closes may linger now
 	 * (LINGER_MAX_MS, or less near the deadline); LINGER_MAX_MS when absent

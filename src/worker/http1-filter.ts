@@ -132,6 +132,14 @@ export class RequestFilter implements ServerFilter {
 	private readonly ownClose: boolean;
 	/** Set once the drain stopped the server listening (`stopAccepting`). */
 	private closedByDrain = false;
+	/**
+	 * The drain stopped accepting before the server listened (an app that
+	 * attached, then waited on its database before `listen()`): it is closed
+	 * as soon as it listens, and the app's own `close()` meanwhile succeeds.
+	 */
+	private closeOnListen = false;
+	/** The server has listened since attach() (or was listening then): not listening now, the app closed it. */
+	private hasListened: boolean;
 	/** The server's 'close' event has been emitted (after `closedByDrain`). */
 	private closeEmitted = false;
 	/** True while `intercept` runs for a `'checkContinue'`: no body is coming until we say so. */
@@ -151,6 +159,12 @@ export class RequestFilter implements ServerFilter {
 
 	constructor(readonly server: Server, private readonly options: FilterOptions) {
 		claimServer(server);
+		this.hasListened = server.listening;
+		if (!this.hasListened) {
+			server.once('listening', () => {
+				this.hasListened = true;
+			});
+		}
 		this.ledger = new Ledger(options.onIdle, responseCompleted);
 		this.upgraded = new Upgrades(options.onIdle);
 		this.probes = new Probes(options);
@@ -172,7 +186,15 @@ export class RequestFilter implements ServerFilter {
 		const filter = this;
 		// eslint-disable-next-line func-names
 		server.close = function (this: Server, ...args: unknown[]): Server {
-			return filter.closedByDrain ? filter.closeAgain(args[0] as ((error?: Error) => void) | undefined) : Reflect.apply(filter.originalClose, this, args) as Server;
+			if (filter.closedByDrain) {
+				return filter.closeAgain(args[0] as ((error?: Error) => void) | undefined);
+			}
+
+			if (filter.closeOnListen && !this.listening) {
+				return filter.closeUnopened(args[0] as ((error?: Error) => void) | undefined);
+			}
+
+			return Reflect.apply(filter.originalClose, this, args) as Server;
 		} as Server['close'];
 		const originalEmit = this.originalEmit;
 		// eslint-disable-next-line func-names
@@ -263,11 +285,28 @@ export class RequestFilter implements ServerFilter {
 	 * has), and the keep-alive connections idle now are dropped; the busy ones
 	 * carry `Connection: close` on their last response, and a response still
 	 * being written to a slow client is not cut (http1-connections.ts).
-	 * Once only; a server the app closed itself is left as it is.
+	 * Once only; a server the app closed itself is left as it is. One not
+	 * listening yet is closed when it does: a worker still starting at the
+	 * drain must not begin to take connections in its closing phase.
 	 */
 	stopAccepting(keepIdle: boolean): void {
 		const {server} = this;
-		if (this.closedByDrain || !server.listening) {
+		if (this.closedByDrain) {
+			return;
+		}
+
+		if (!server.listening) {
+			// Closed by the app itself: left as it is. Never listened yet: closed when it does.
+			if (this.hasListened) {
+				return;
+			}
+
+			if (!this.closeOnListen) {
+				this.closeOnListen = true;
+				this.keepIdleOnListen = keepIdle;
+				server.once('listening', this.onLateListen);
+			}
+
 			return;
 		}
 
@@ -289,6 +328,31 @@ export class RequestFilter implements ServerFilter {
 	 * once the server has closed, instead of `ERR_SERVER_NOT_RUNNING`, which
 	 * made terminus exit 1 and http-terminator skip the rest of the handler.
 	 */
+	/** Set with `closeOnListen`: how the drain stopped accepting. */
+	private keepIdleOnListen = false;
+	private readonly onLateListen = (): void => {
+		this.options.onLateListen?.(this.server.address());
+		this.stopAccepting(this.keepIdleOnListen);
+	};
+
+	/**
+	 * `server.close(callback)` on a server that has not listened, once the drain
+	 * has stopped accepting: closing it is the drain's job now (`closeOnListen`),
+	 * so the app's shutdown gets its callback without `ERR_SERVER_NOT_RUNNING`
+	 * (http-terminator's `terminate()` rejected on it, and the rest of the app's
+	 * cleanup never ran). 'close' is emitted as a plain close would.
+	 */
+	private readonly closeUnopened = (callback?: (error?: Error) => void): Server => {
+		const {server} = this;
+		if (callback) {
+			server.once('close', () => {
+				callback();
+			});
+		}
+
+		return Reflect.apply(this.originalClose, server, []) as Server;
+	};
+
 	private readonly closeAgain = (callback?: (error?: Error) => void): Server => {
 		if (callback) {
 			if (this.closeEmitted) {
@@ -372,6 +436,8 @@ export class RequestFilter implements ServerFilter {
 		}
 
 		this.server.removeListener('checkContinue', gracefulClusterCheckContinue);
+		this.server.removeListener('listening', this.onLateListen);
+		this.closeOnListen = false;
 		releaseServer(this.server);
 	}
 

@@ -56,6 +56,13 @@ export interface SignalListeners {
 	 * holder made by an older copy lacks it.
 	 */
 	onSelfSignal?: ((signal: NodeJS.Signals) => void) | undefined;
+	/**
+	 * Called after the app registers a listener for a held signal. The
+	 * bootstrap sets it once a leave has passed in a worker whose app was
+	 * still starting: a listener registered then must still hear of it.
+	 * Optional, as `onSelfSignal`.
+	 */
+	onHeld?: ((entry: HeldListener) => void) | undefined;
 }
 
 /**
@@ -150,6 +157,7 @@ export function holdSignalListeners({ownExisting, signals}: {ownExisting: boolea
 		owner: 'bootstrap',
 		ran: new Set(),
 		onSelfSignal: undefined,
+		onHeld: undefined,
 		listenOurselves(event, listener) {
 			keep(event, listener);
 			original.on(event, listener as Listener);
@@ -172,6 +180,7 @@ export function holdSignalListeners({ownExisting, signals}: {ownExisting: boolea
 			listeners.push(entry);
 		}
 
+		holder.onHeld?.(entry);
 		return process;
 	};
 

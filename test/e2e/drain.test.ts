@@ -4,7 +4,7 @@ import {performance} from 'node:perf_hooks';
 import {RequestError} from 'got';
 import {url} from '../../testkit/net.js';
 import {isAlive} from '../../testkit/proc.js';
-import {fixture, startCluster} from '../helpers/cluster.js';
+import {fixture, start, startCluster} from '../helpers/cluster.js';
 import {client, RawConnection} from '../helpers/http.js';
 
 test('SIGTERM: probes flip, new requests get 503 + Connection: close + Retry-After, in-flight requests finish, exit 0 after the reject phase', async t => {
@@ -194,4 +194,28 @@ test('a worker without the helper that still holds a request at the deadline is 
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 3, app.text());
 	t.like(app.lines.find(line => line.msg === 'killing worker'), {reason: 'deadline', inflight: null});
+});
+
+// An app that attaches, then waits for its database before it listens, and
+// gets the drain meanwhile: its closing phase comes before its server listens.
+test('a drain before the attached server listens: the app\'s own close() succeeds, and a listen that comes during the hooks is closed at once', async t => {
+	// Listens 1 s after attaching, while its 2.5 s hook runs; its own listener closes the server after.
+	const late = start(t, ['-w', '1', '--reject-period', '300ms', '--grace-period', '15s', fixture('late-listen.mjs')], {env: {FIXTURE_LISTEN_DELAY_MS: '1000', FIXTURE_HOOK_MS: '2500'}});
+	await late.waitForLog('fixture attached', {timeout: 30_000});
+	late.kill('SIGTERM');
+	await late.waitForLog('fixture listening', {timeout: 15_000});
+	t.like(await late.exitWithin(15_000), {code: 0, signal: null}, late.text().slice(-3000));
+	const closedAt = late.lines.findIndex(line => line.msg === 'a server began to listen after this worker had stopped listening (it was still starting at the drain); closing it');
+	t.true(closedAt !== -1, late.text().slice(-3000));
+	t.true(closedAt < late.lines.findIndex(line => line.msg === 'fixture hook done'), 'closed as it listened, not after the hooks');
+	t.like(late.lines.find(line => line.msg === 'fixture server closed'), {error: null});
+
+	// Never listens before the worker leaves: the app's close() is not told ERR_SERVER_NOT_RUNNING.
+	const never = start(t, ['-w', '1', '--reject-period', '300ms', '--grace-period', '15s', fixture('late-listen.mjs')], {env: {FIXTURE_LISTEN_DELAY_MS: '30000', FIXTURE_HOOK_MS: '0'}});
+	await never.waitForLog('fixture attached', {timeout: 30_000});
+	never.kill('SIGTERM');
+	t.like(await never.exitWithin(15_000), {code: 0, signal: null}, never.text().slice(-3000));
+	t.like(never.lines.find(line => line.msg === 'fixture server closed'), {error: null}, never.text().slice(-3000));
+	t.falsy(never.lines.find(line => line.msg === 'fixture listening'));
+	t.like(never.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', workersLost: 0});
 });

@@ -737,6 +737,30 @@ test('a server the app closed before the drain is left to Node\'s own close', as
 	t.is((error as NodeJS.ErrnoException | undefined)?.code, 'ERR_SERVER_NOT_RUNNING', 'the app closed it twice itself');
 });
 
+test('a server that had not listened when the drain stopped accepting: the app\'s close(callback) gets no error, and a listen that comes later is closed at once', async t => {
+	const late: unknown[] = [];
+	const server = http.createServer((_request, response) => {
+		response.end('app');
+	});
+	const filter = new RequestFilter(server, {retryAfterSeconds: 1, readinessPath: '/readyz', livenessPath: '/livez', onIdle() {}, onLateListen: address => late.push(address)});
+	t.teardown(() => {
+		server.close();
+	});
+	filter.setMode(Mode.REJECT);
+	filter.stopAccepting(false);
+	const error = await new Promise(resolve => {
+		server.close(resolve);
+	});
+	t.is(error, undefined, 'not ERR_SERVER_NOT_RUNNING: closing it is the drain\'s job');
+	const closed = once(server, 'close');
+	server.listen(0, '127.0.0.1');
+	await closed;
+	t.false(server.listening);
+	const {port} = late[0] as AddressInfo;
+	t.true(port > 0);
+	await t.throwsAsync(once(net.connect(port, '127.0.0.1'), 'connect'), {code: 'ECONNREFUSED'});
+});
+
 test('an event stream the drain ends while the app still writes to it: the late write is not an uncaught error; any other error still is', async t => {
 	// What a timer-driven SSE handler does until 'close', which a client that stopped reading delays past our end().
 	const stream = new Writable({
