@@ -99,6 +99,8 @@ export interface ClusterDrainOptions {
 	readonly onFinished: (code: ExitCode) => void;
 	/** `--adaptive-reject on`: end the reject phase once the load balancers have stopped (arrivals.ts). */
 	readonly adaptiveReject?: boolean;
+	/** `--listen-timeout`: how long a worker still starting at the reject phase's end is waited for before its basic drain; 0, not at all. */
+	readonly listenTimeoutMs?: number;
 }
 
 /** A worker in one of these when the signal came (or killed in one) had left for a reload or a recycle: its counts began at its retire. */
@@ -167,6 +169,8 @@ export class ClusterDrain {
 	private readonly timers: TimerGroup;
 	/** Set once the reject phase is over; undefined while it runs. */
 	private rejectEnd: RejectEnd | undefined;
+	/** Workers without the helper, still starting when the reject phase ended: disconnected once they listen (`disconnectUnattached`). */
+	private readonly disconnectOnListen = new Set<WorkerRecord>();
 
 	/** When the signal came, in epoch ms: the workers time their arrivals from it (worker/arrivals.ts). */
 	private readonly signalAt = Date.now();
@@ -211,6 +215,7 @@ export class ClusterDrain {
 		}, PROGRESS_INTERVAL_MS);
 		fleet.on('gone', this.check);
 		fleet.on('message', this.onMessage);
+		fleet.on('listening', this.onListening);
 		this.check();
 	}
 
@@ -370,15 +375,52 @@ export class ClusterDrain {
 	 * Workers whose app never called attach() get the basic drain: at the end of
 	 * the reject phase they are disconnected (their servers stop listening and
 	 * close once their connections end), and killed at the deadline.
+	 *
+	 * One still starting then is disconnected once it listens instead, within
+	 * `--listen-timeout` of its start: its app may still be loading (a reload's
+	 * new worker, a restart), and a worker disconnected before its `listen()`
+	 * can never listen; node:cluster neither calls it back nor fails it. An app
+	 * that sets up its shutdown only once listening (lightship; a listener
+	 * registered in the listen callback) would then never have one, and the
+	 * worker would wait for the deadline's SIGKILL. It holds no request while
+	 * it waits. A worker that never listens (a queue consumer) is not waited
+	 * for with `--listen-timeout 0`, nor one whose app attaches meanwhile: the
+	 * helper drains it.
 	 */
 	private disconnectUnattached(): void {
-		for (const record of this.options.fleet.alive) {
-			if (!isAttached(record.state) && record.handle.isConnected()) {
-				this.options.logger.info({worker: record.id, workerPid: record.pid, state: record.state.name}, 'disconnecting a worker that did not attach graceful-cluster');
-				this.options.fleet.disconnect(record);
+		const {fleet, clock, logger, listenTimeoutMs = 0} = this.options;
+		for (const record of fleet.alive) {
+			if (isAttached(record.state) || !record.handle.isConnected() || this.disconnectOnListen.has(record)) {
+				continue;
 			}
+
+			const waitMs = record.startedAt + listenTimeoutMs - clock.now();
+			if (record.state.name === 'starting' && listenTimeoutMs > 0 && waitMs > 0) {
+				logger.info({worker: record.id, workerPid: record.pid, waitMs: Math.round(waitMs)}, 'a worker that did not attach graceful-cluster is still starting; disconnecting it once it listens');
+				this.disconnectOnListen.add(record);
+				this.timers.timeout(() => {
+					this.disconnectNow(record);
+				}, waitMs);
+				continue;
+			}
+
+			this.disconnectNow(record);
 		}
 	}
+
+	private disconnectNow(record: WorkerRecord): void {
+		this.disconnectOnListen.delete(record);
+		if (!isAttached(record.state) && record.handle.isConnected()) {
+			this.options.logger.info({worker: record.id, workerPid: record.pid, state: record.state.name}, 'disconnecting a worker that did not attach graceful-cluster');
+			this.options.fleet.disconnect(record);
+		}
+	}
+
+	private readonly onListening = (record: WorkerRecord): void => {
+		if (this.disconnectOnListen.has(record)) {
+			this.disconnectNow(record);
+		}
+	};
 
 	private logProgress(): void {
 		const workers: Record<number, number | 'no helper' | 'no report'> = {};
@@ -489,6 +531,7 @@ export class ClusterDrain {
 		this.timers.clearAll();
 		this.options.fleet.off('gone', this.check);
 		this.options.fleet.off('message', this.onMessage);
+		this.options.fleet.off('listening', this.onListening);
 		const counts = this.workers.map(record => sinceSignal(countsOf(record.report, 0), this.before.get(record)));
 		const sum = (field: keyof CountsAtSignal): number => counts.reduce((total, each) => total + each[field], 0);
 		const [served, aborted, rejected] = [sum('served'), sum('aborted'), sum('rejected')];

@@ -294,6 +294,7 @@ export class Primary {
 			clock: this.edges.clock,
 			logger: this.logger,
 			adaptiveReject: this.options.adaptiveReject,
+			listenTimeoutMs: this.options.listenTimeoutMs,
 			onFinished: code => {
 				this.end(code);
 			},

@@ -16,7 +16,7 @@
 import type {LastLines} from './output.js';
 import type {WorkerHandle} from './edges.js';
 import type {Counts} from '../counts.js';
-import {isCleanShutdownCode} from '../signals.js';
+import {isCleanShutdownCode, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import type {ArrivalsReport, DrainSummary} from '../protocol.js';
 
 /** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
@@ -253,10 +253,13 @@ export function exitReason(state: Extract<WorkerState, {name: 'gone'}>, {drainin
 	const last = lastLive(state).name;
 	// A retired worker leaves as planned by draining, or, without the helper, by
 	// exiting 0 once its connections end; so does any worker without the helper
-	// in the cluster's drain (its basic drain), and one that had not listened
-	// yet (it held no request: drain.ts `leftCleanly`). Anything else is a crash.
+	// in the cluster's drain (its basic drain), and one still loading that a
+	// group signal ended (before the bootstrap could hold it). Anything else is
+	// a crash: one that crashed while starting held no request
+	// (drain.ts `leftCleanly`), but it crashed.
 	const basicDrain = !place.attached && state.code === 0 && state.signal === null;
-	const planned = last === 'drained' || last === 'hooks' || (place.name === 'retiring' && basicDrain) || (draining && (basicDrain || place.name === 'starting'));
+	const stopped = place.name === 'starting' && state.signal !== null && SIGNAL_ACTIONS[state.signal as HandledSignal] === 'drain';
+	const planned = last === 'drained' || last === 'hooks' || (place.name === 'retiring' && basicDrain) || (draining && (basicDrain || stopped));
 	if (!planned) {
 		return 'crash';
 	}

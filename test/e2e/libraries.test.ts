@@ -378,14 +378,22 @@ test('WebSockets closed by the drain, then a hook that ends the worker itself: t
 });
 
 // A SIGTERM a few ms after a SIGHUP, while the reload's new worker is still
-// loading: its reject phase ends before the app is up, and a worker that had
-// not attached then is disconnected. Its app came up into a worker that can no
-// longer listen: http-terminator's terminate() rejected on the server that never
-// ran, a hand-written listener registered after the leave was never called, and
-// either way the worker waited for the deadline's kill (exit 3, "1 worker lost").
-for (const name of ['http-terminator', 'no-attach-pool'] as const) {
-	test(`SIGTERM while a reload's new worker is still loading (${name}): once its app is up its cleanup runs to its end and it leaves; exit 0, not the deadline`, async t => {
-		const proc = start(t, ['--workers', '1', '--reject-period', '500ms', '--grace-period', '10s', app('slow-start')], {env: {FIXTURE_APP: name, FIXTURE_SLOW_FROM: '2', FIXTURE_START_MS: '1500'}});
+// loading: its reject phase ends before the app is up. A worker that had not
+// attached then was disconnected at once, and its app came up in a worker that
+// could no longer listen (node:cluster neither calls back nor fails): shutdown
+// code set up once listening (lightship; a listener registered in the listen
+// callback) never was, a listener registered before listen() was never called,
+// http-terminator's terminate() rejected on the server that never ran; either
+// way the worker waited for the deadline's kill (exit 3, "1 worker lost").
+const slowStarts = [
+	{name: 'http-terminator'},
+	{name: 'lightship', why: 'its signal listeners come once its probe server listens'},
+	{name: 'no-attach-pool', why: 'no attach()'},
+	{name: 'no-attach-pool', why: 'no attach(), its listener registered in the listen callback', env: {FIXTURE_LISTENER: 'in-listen-callback'}},
+] as const;
+for (const {name, why, env} of slowStarts as ReadonlyArray<{name: string; why?: string; env?: Record<string, string>}>) {
+	test(`SIGTERM while a reload's new worker is still loading (${name}${why ? `: ${why}` : ''}): once its app is up its cleanup runs to its end and it leaves; exit 0, not the deadline`, async t => {
+		const proc = start(t, ['--workers', '1', '--reject-period', '500ms', '--grace-period', '10s', app('slow-start')], {env: {FIXTURE_APP: name, FIXTURE_SLOW_FROM: '2', FIXTURE_START_MS: '1500', ...env}});
 		await proc.waitForLog('fixture listening', {timeout: 30_000});
 		proc.kill('SIGHUP');
 		const loading = await proc.waitForLog('fixture loading', {timeout: 15_000});
@@ -393,7 +401,7 @@ for (const name of ['http-terminator', 'no-attach-pool'] as const) {
 		t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-4000));
 		const candidate = loading['pid'];
 		t.truthy(cleanupDone(proc).find(line => line['pid'] === candidate), `the new worker's cleanup ran to its end:\n${proc.text().slice(-4000)}`);
-		t.like(proc.lines.find(line => line.msg === 'worker exited' && line['workerPid'] === candidate), {code: 0, signal: null, state: 'starting', reason: 'drain'});
+		t.like(proc.lines.find(line => line.msg === 'worker exited' && line['workerPid'] === candidate), {code: 0, signal: null, reason: 'drain'});
 		t.like(drainFinished(proc), {outcome: 'clean', exitCode: 0, workersLost: 0, hooksFailed: 0, responsesCut: 0});
 		t.falsy(proc.lines.find(line => line.msg === 'a shutdown hook failed; running the rest'), proc.text().slice(-4000));
 	});

@@ -658,7 +658,7 @@ test('exitReason: a retired worker that crashes is a crash, one killed at the de
 	t.is(exitReason(gone({name: 'killed', reason: 'listen-timeout', before: {name: 'starting', role: 'member', attached: false}}, null, 'SIGKILL')), 'start-failed');
 });
 
-test('exitReason in the cluster\'s drain: a worker without the helper that exits 0 (its basic drain) and one that had not listened yet are drained, not crashed', t => {
+test('exitReason in the cluster\'s drain: a worker without the helper that exits 0 (its basic drain), and one still loading ended by a group signal, are drained; a throw or a SIGSEGV while loading is a crash', t => {
 	const gone = (last: object, code: number | null = 0, signal: string | null = null) => ({name: 'gone', code, signal, last}) as Parameters<typeof exitReason>[0];
 	const bare = {name: 'listening', role: 'member', attached: false, addresses: []} as const;
 	const loading = {name: 'starting', role: 'candidate', attached: false} as const;
@@ -667,6 +667,10 @@ test('exitReason in the cluster\'s drain: a worker without the helper that exits
 	t.is(exitReason(gone(bare, 1), {draining: true}), 'crash');
 	t.is(exitReason(gone({...bare, attached: true}), {draining: true}), 'crash', 'with the helper, a drained worker says so first');
 	t.is(exitReason(gone(loading, null, 'SIGINT'), {draining: true}), 'drain', 'a group signal before the bootstrap\'s handlers: it held no request');
+	t.is(exitReason(gone(loading), {draining: true}), 'drain');
+	t.is(exitReason(gone(loading, 1), {draining: true}), 'crash', 'a throw while loading is a crash, drain or not');
+	t.is(exitReason(gone({...loading, attached: true}, 3), {draining: true}), 'crash');
+	t.is(exitReason(gone(loading, null, 'SIGSEGV'), {draining: true}), 'crash');
 	t.is(exitReason(gone({name: 'killed', reason: 'deadline', before: loading}, null, 'SIGKILL'), {draining: true}), 'deadline');
 });
 
