@@ -101,6 +101,9 @@ function streamCompleted(stream: ServerHttp2Stream): boolean {
 	return !stream.aborted && stream.rstCode === NO_ERROR;
 }
 
+/** Done with, for the ledger's sweep before the drain (ledger.ts `lazy`): closed by HTTP/2, or destroyed. */
+const streamClosed = (stream: ServerHttp2Stream): boolean => stream.closed || stream.destroyed;
+
 /**
  * An event stream still open after the wait: its end is stuck behind data its
  * client does not read (flow control). RST_STREAM, a control frame, goes out
@@ -157,7 +160,7 @@ export class Http2Filter implements ServerFilter {
 			if (this.inflight === 0) {
 				options.onIdle();
 			}
-		}, streamCompleted);
+		}, streamCompleted, streamClosed);
 		this.probes = new Probes(options);
 		const http1Emit = server.emit;
 		const ownEmit = this.ownEmit;
