@@ -13,6 +13,15 @@ import {isMetricsJson, MAX_METRIC_VALUES, MAX_METRICS, type MetricJson} from './
 export const PROTOCOL_VERSION = 1;
 const KEY = 'gracefulCluster';
 
+/**
+ * Worker -> primary, after the channel is gone: the exit code of a worker
+ * without attach() whose app listener failed once the primary had
+ * disconnected it (its basic drain), when the `hook-failed` message could not
+ * be sent any more. It would have exited 0; the primary counts a failed hook,
+ * not a lost worker. The CLI's own code for that (exit-codes.ts HOOK_FAILED).
+ */
+export const UNSENT_HOOK_FAILURE_EXIT = 7;
+
 /** Primary -> worker: the signal arrived. Durations count from the moment the worker reads this. */
 export interface DrainMessage {
 	readonly type: 'drain';

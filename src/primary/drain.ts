@@ -18,7 +18,7 @@ import type {DrainMessage, InflightMessage} from '../protocol.js';
 import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
 import type {Fleet} from './fleet.js';
 import {ADAPTIVE_FLOOR_MS, decide, mergeArrivals, REPORT_LAG_MS, STALE_REPORT_MS, type ArrivalFigures, type QuietPeer} from './arrivals.js';
-import {hookFailures, inflightOf, isAttached, killReason, knownInflight, lastLive, placeOf, type WorkerRecord} from './worker-record.js';
+import {hookFailures, inflightOf, isAttached, killReason, knownInflight, lastLive, leftByBasicDrain, placeOf, type WorkerRecord} from './worker-record.js';
 
 export type ForcedBy = 'deadline' | 'second-signal';
 
@@ -41,7 +41,8 @@ export const KILL_WAIT_MS = 2000;
  * Left as planned during a drain: it said it drained; or it left while its
  * shutdown hooks ran, every request done (a hook's `process.exit()`, whatever
  * the code, or the deadline's kill: `hookFailures` counts those); or
- * it had no helper and exited with code 0 after we disconnected it. A worker
+ * it had no helper and exited with code 0 after we disconnected it (or with
+ * the code that says a listener failed then: `leftByBasicDrain`). A worker
  * started before the drain that crashed earlier does not count against this
  * drain.
  */
@@ -64,7 +65,7 @@ export function leftCleanly(record: WorkerRecord): boolean {
 		return true;
 	}
 
-	return !isAttached(state) && killReason(state) === undefined && state.code === 0 && state.signal === null;
+	return leftByBasicDrain(state);
 }
 
 /**
@@ -143,6 +144,9 @@ function sinceSignal(now: CountsAtSignal, before: CountsAtSignal | undefined): C
 	const longLivedCut = less('longLivedCut');
 	return {served: less('served'), aborted: less('aborted'), rejected: less('rejected'), closedLongLived: Math.max(less('closedLongLived'), longLivedCut), longLivedCut, hooksFailed: 0};
 }
+
+/** After a worker still starting at the reject phase's end first listens, how long its other servers get before its disconnect (`onListening`). */
+export const LISTEN_SETTLE_MS = 1000;
 
 /** How often the adaptive rule looks during the reject phase. */
 const ADAPTIVE_CHECK_MS = 250;
@@ -376,8 +380,9 @@ export class ClusterDrain {
 	 * the reject phase they are disconnected (their servers stop listening and
 	 * close once their connections end), and killed at the deadline.
 	 *
-	 * One still starting then is disconnected once it listens instead, within
-	 * `--listen-timeout` of its start: its app may still be loading (a reload's
+	 * One still starting then is disconnected once it listens instead (and
+	 * LISTEN_SETTLE_MS more), within `--listen-timeout` of its start: its app
+	 * may still be loading (a reload's
 	 * new worker, a restart), and a worker disconnected before its `listen()`
 	 * can never listen; node:cluster neither calls it back nor fails it. An app
 	 * that sets up its shutdown only once listening (lightship; a listener
@@ -416,9 +421,16 @@ export class ClusterDrain {
 		}
 	}
 
+	/**
+	 * Its first server listens: the disconnect waits LISTEN_SETTLE_MS more, for
+	 * the app's other servers (an admin or metrics port often listens just
+	 * after the first: disconnected before it does, it never would).
+	 */
 	private readonly onListening = (record: WorkerRecord): void => {
 		if (this.disconnectOnListen.has(record)) {
-			this.disconnectNow(record);
+			this.timers.timeout(() => {
+				this.disconnectNow(record);
+			}, LISTEN_SETTLE_MS);
 		}
 	};
 

@@ -17,7 +17,7 @@ import type {LastLines} from './output.js';
 import type {WorkerHandle} from './edges.js';
 import type {Counts} from '../counts.js';
 import {isCleanShutdownCode, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
-import type {ArrivalsReport, DrainSummary} from '../protocol.js';
+import {UNSENT_HOOK_FAILURE_EXIT, type ArrivalsReport, type DrainSummary} from '../protocol.js';
 
 /** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
 export type Role = 'member' | 'candidate';
@@ -178,11 +178,21 @@ export function killReason(state: WorkerState): KillReason | undefined {
 }
 
 /**
+ * A worker without attach() that ended by itself, as its basic drain ends it:
+ * 0, or 0 with a listener's failure it could not send (protocol.ts
+ * UNSENT_HOOK_FAILURE_EXIT). Not killed, not signalled.
+ */
+export function leftByBasicDrain(state: Extract<WorkerState, {name: 'gone'}>): boolean {
+	return !placeOf(state).attached && killReason(state) === undefined && state.signal === null && (state.code === 0 || state.code === UNSENT_HOOK_FAILURE_EXIT);
+}
+
+/**
  * How many of the worker's shutdown hooks and app signal listeners failed:
  * those it reported (threw, rejected), plus one for its own exit once its
  * requests were done, if that was a failure (`process.exit(1)` in a hook; 143
  * after SIGTERM is not, signals.ts), or
- * a kill that cut them (the deadline, a second signal).
+ * a kill that cut them (the deadline, a second signal); for a worker without
+ * attach(), the exit code that says one failed after its disconnect.
  */
 export function hookFailures(record: WorkerRecord): number {
 	const {state} = record;
@@ -195,6 +205,9 @@ export function hookFailures(record: WorkerRecord): number {
 			if (cut || failedExit) {
 				failures++;
 			}
+		} else if (leftByBasicDrain(state) && state.code === UNSENT_HOOK_FAILURE_EXIT) {
+			// One at least: how many it could not say.
+			failures++;
 		}
 	}
 
@@ -257,7 +270,7 @@ export function exitReason(state: Extract<WorkerState, {name: 'gone'}>, {drainin
 	// group signal ended (before the bootstrap could hold it). Anything else is
 	// a crash: one that crashed while starting held no request
 	// (drain.ts `leftCleanly`), but it crashed.
-	const basicDrain = !place.attached && state.code === 0 && state.signal === null;
+	const basicDrain = leftByBasicDrain(state);
 	const stopped = place.name === 'starting' && state.signal !== null && SIGNAL_ACTIONS[state.signal as HandledSignal] === 'drain';
 	const planned = last === 'drained' || last === 'hooks' || (place.name === 'retiring' && basicDrain) || (draining && (basicDrain || stopped));
 	if (!planned) {

@@ -17,13 +17,16 @@
  *    its hand-written shutdown runs after the drain instead of against it.
  *
  * A worker whose app never calls `attach()` still gets a basic drain: the primary
- * disconnects it when the reject phase ends and kills it at the deadline. Its
- * held signal listeners run at that disconnect: listening has stopped, and
- * their usual `server.close(callback)` waits for the connections still open.
+ * disconnects it when the reject phase ends (one still loading, once it
+ * listens) and kills it at the deadline. Its held signal listeners run at that
+ * disconnect, or at the reject phase's end if that comes first: listening has
+ * stopped, and their usual `server.close(callback)` waits for the connections
+ * still open.
  */
 import cluster from 'node:cluster';
 import {fileURLToPath} from 'node:url';
 import {createLogger} from '../logger.js';
+import {UNSENT_HOOK_FAILURE_EXIT} from '../protocol.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {rejectEndsAt, remaining} from '../timeline.js';
 import {readWorkerEnv} from '../worker-env.js';
@@ -94,43 +97,62 @@ if (cluster.isWorker && cluster.worker) {
 	// timer is ref'd: once the disconnect has closed the servers and the
 	// channel, nothing else may keep the process alive until it fires.
 	// `attach()` takes the listeners over otherwise.
+	//
+	// An app still loading then (a slow import, its database first) is not
+	// listening yet: the primary disconnects such a worker once it listens
+	// (primary/drain.ts), and the listeners it registered by then run at that
+	// disconnect. One registered after the disconnect (no listening to wait for:
+	// `--listen-timeout 0`) runs as soon as it is registered, not never: the
+	// process would otherwise wait for the deadline's SIGKILL with its cleanup
+	// undone. Once the app's listeners have run, that is all: a listener their
+	// own shutdown registers ("a second SIGTERM forces the exit") is not called.
+	//
+	// A listener that fails after the primary disconnected this worker cannot
+	// say so over IPC: the exit code does, where the process would have exited
+	// 0 (protocol.ts).
+	let unsentFailures = false;
+	const failedUnsent = (): void => {
+		if (!unsentFailures) {
+			unsentFailures = true;
+			held.listenOurselves('exit', (code: number) => {
+				if (code === 0) {
+					process.exitCode = UNSENT_HOOK_FAILURE_EXIT;
+				}
+			});
+		}
+	};
+
 	channel.listeners.add(({message, receivedAt}) => {
 		if (held.owner !== 'bootstrap') {
 			return;
 		}
 
-		let left = false;
-		let late = false;
+		let ran = false;
+		let scheduled = false;
 		const runListeners = (): void => {
-			if (held.owner !== 'bootstrap') {
+			if (ran || held.owner !== 'bootstrap') {
 				return;
 			}
 
 			clearTimeout(timer);
-			if (!left) {
-				left = true;
-				// The app may still be starting (a slow import, its database first): a
-				// listener it registers from now on is its shutdown too, and runs as soon
-				// as it is registered, not never. Its worker was disconnected, or will be
-				// at once, so its server can no longer listen: the process would
-				// otherwise wait for the deadline's SIGKILL with its cleanup undone.
+			const signal = leaveSignal(message, held.received);
+			const entries = listenersFor(held, signal, {retiring: message.type === 'retire'});
+			if (entries.length === 0) {
+				// Still loading, or no shutdown code at all.
 				held.onHeld = () => {
-					if (!late) {
-						late = true;
+					if (!process.connected && !scheduled) {
+						scheduled = true;
 						setImmediate(() => {
-							late = false;
+							scheduled = false;
 							runListeners();
 						});
 					}
 				};
-			}
-
-			const signal = leaveSignal(message, held.received);
-			const entries = listenersFor(held, signal, {retiring: message.type === 'retire'});
-			if (entries.length === 0) {
 				return;
 			}
 
+			ran = true;
+			held.onHeld = undefined;
 			// The app's own shutdown, re-raising its signal when done with no listener
 			// left for it (terminus, NestJS), means to end the process: it ends.
 			held.onSelfSignal = sent => {
@@ -142,12 +164,28 @@ if (cluster.isWorker && cluster.worker) {
 			logger.info({listeners: entries.map(entry => listenerName(entry, signal)), signal}, 'running the app\'s own signal listeners');
 			callListeners(held, entries, signal, (name, error) => {
 				logger.error({err: error, hook: name}, 'a shutdown hook failed; running the rest');
-				channel.send({type: 'hook-failed', hook: name.slice(0, 4096)});
+				if (process.connected) {
+					channel.send({type: 'hook-failed', hook: name.slice(0, 4096)});
+				} else {
+					failedUnsent();
+				}
 			});
 		};
 
 		const at = message.type === 'drain' ? rejectEndsAt(remaining(message, performance.now() - receivedAt)) : 0;
-		const timer = setTimeout(runListeners, at);
+		const timer = setTimeout(() => {
+			// Not listening yet (node:cluster's own word for it, `worker.state`,
+			// which it sets on a server's first 'listening'; not in its types): the
+			// app is still loading, and the primary disconnects this worker once it
+			// listens; its listeners run then, not against a server that has not
+			// begun. Without the word (another Node), at once as before.
+			const state = (cluster.worker as {state?: string} | undefined)?.state;
+			if (state !== undefined && state !== 'listening' && process.connected) {
+				return;
+			}
+
+			runListeners();
+		}, at);
 		held.listenOurselves('disconnect', runListeners);
 	});
 }

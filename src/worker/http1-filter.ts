@@ -161,10 +161,9 @@ export class RequestFilter implements ServerFilter {
 		claimServer(server);
 		this.hasListened = server.listening;
 		if (!this.hasListened) {
-			server.once('listening', () => {
-				this.hasListened = true;
-			});
+			server.once('listening', this.listened);
 		}
+
 		this.ledger = new Ledger(options.onIdle, responseCompleted);
 		this.upgraded = new Upgrades(options.onIdle);
 		this.probes = new Probes(options);
@@ -321,13 +320,10 @@ export class RequestFilter implements ServerFilter {
 		}
 	}
 
-	/**
-	 * `server.close(callback)` once the drain closed the server: the app's own
-	 * shutdown closing it again (stoppable, terminus, http-terminator, NestJS
-	 * and hand-written handlers all do) gets its callback without an error,
-	 * once the server has closed, instead of `ERR_SERVER_NOT_RUNNING`, which
-	 * made terminus exit 1 and http-terminator skip the rest of the handler.
-	 */
+	private readonly listened = (): void => {
+		this.hasListened = true;
+	};
+
 	/** Set with `closeOnListen`: how the drain stopped accepting. */
 	private keepIdleOnListen = false;
 	private readonly onLateListen = (): void => {
@@ -340,7 +336,8 @@ export class RequestFilter implements ServerFilter {
 	 * has stopped accepting: closing it is the drain's job now (`closeOnListen`),
 	 * so the app's shutdown gets its callback without `ERR_SERVER_NOT_RUNNING`
 	 * (http-terminator's `terminate()` rejected on it, and the rest of the app's
-	 * cleanup never ran). 'close' is emitted as a plain close would.
+	 * cleanup never ran). 'close' is emitted as a plain close would (and once
+	 * more should a listen still under way complete: the drain closes it then).
 	 */
 	private readonly closeUnopened = (callback?: (error?: Error) => void): Server => {
 		const {server} = this;
@@ -353,6 +350,13 @@ export class RequestFilter implements ServerFilter {
 		return Reflect.apply(this.originalClose, server, []) as Server;
 	};
 
+	/**
+	 * `server.close(callback)` once the drain closed the server: the app's own
+	 * shutdown closing it again (stoppable, terminus, http-terminator, NestJS
+	 * and hand-written handlers all do) gets its callback without an error,
+	 * once the server has closed, instead of `ERR_SERVER_NOT_RUNNING`, which
+	 * made terminus exit 1 and http-terminator skip the rest of the handler.
+	 */
 	private readonly closeAgain = (callback?: (error?: Error) => void): Server => {
 		if (callback) {
 			if (this.closeEmitted) {
@@ -437,6 +441,7 @@ export class RequestFilter implements ServerFilter {
 
 		this.server.removeListener('checkContinue', gracefulClusterCheckContinue);
 		this.server.removeListener('listening', this.onLateListen);
+		this.server.removeListener('listening', this.listened);
 		this.closeOnListen = false;
 		releaseServer(this.server);
 	}

@@ -101,8 +101,13 @@ function streamCompleted(stream: ServerHttp2Stream): boolean {
 	return !stream.aborted && stream.rstCode === NO_ERROR;
 }
 
-/** Done with, for the ledger's sweep before the drain (ledger.ts `lazy`): closed by HTTP/2, or destroyed. */
-const streamClosed = (stream: ServerHttp2Stream): boolean => stream.closed || stream.destroyed;
+/**
+ * Done with, for the ledger's sweep before the drain (ledger.ts `lazy`):
+ * destroyed, which Node does once the stream has closed on both sides and its
+ * data went out. Not `closed`: HTTP/2 says so as soon as the app calls
+ * `close()`, with megabytes perhaps still queued for a slow client.
+ */
+const streamDone = (stream: ServerHttp2Stream): boolean => stream.destroyed;
 
 /**
  * An event stream still open after the wait: its end is stuck behind data its
@@ -160,7 +165,7 @@ export class Http2Filter implements ServerFilter {
 			if (this.inflight === 0) {
 				options.onIdle();
 			}
-		}, streamCompleted, streamClosed);
+		}, streamCompleted, streamDone);
 		this.probes = new Probes(options);
 		const http1Emit = server.emit;
 		const ownEmit = this.ownEmit;

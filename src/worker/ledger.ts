@@ -18,6 +18,8 @@
 
 /** A lazy ledger's first sweep, and the least it waits for between two (`Ledger.lazy`). */
 const SWEEP_MIN = 64;
+/** The most entries a lazy ledger adds between two sweeps. */
+const SWEEP_MAX_GAP = 1024;
 
 /** Where an open entry sits in its ledger's `open` array. */
 const SLOT = Symbol('graceful-cluster.slot');
@@ -71,9 +73,10 @@ export class Ledger<T extends Closable> {
 	 * With `isClosed` (HTTP/2 streams), entries are kept without a `'close'`
 	 * listener until the drain starts (or `entries` is asked for): on an HTTP/2
 	 * stream, whose `'newListener'` Node watches, adding one cost about 1,800
-	 * instructions, 1.3 % of an h2c stream (bench/instructions.js). The closed
-	 * ones are swept out of `open` when it has doubled since the last sweep
-	 * (amortized: a property read per entry), and when `inflight` is read.
+	 * instructions, 1.3 % of an h2c stream (bench/instructions.js). The ones
+	 * done (`isClosed`) are swept out of `open` when it has doubled since the
+	 * last sweep (amortized: a property read per entry), and when `inflight`
+	 * is read.
 	 */
 	private lazy: boolean;
 	private sweepAt = SWEEP_MIN;
@@ -157,7 +160,11 @@ export class Ledger<T extends Closable> {
 		return (entry as Slotted)[SLOT] !== undefined;
 	}
 
-	/** Lazy: drops the entries that have closed; the next sweep when what is left has doubled. */
+	/**
+	 * Lazy: drops the entries that are done; the next sweep when what is left
+	 * has doubled, or grown by SWEEP_MAX_GAP: after a peak, closed streams are
+	 * not kept by the thousand until the next one.
+	 */
 	private sweep(): void {
 		const {open, isClosed} = this;
 		let kept = 0;
@@ -168,13 +175,13 @@ export class Ledger<T extends Closable> {
 		}
 
 		open.length = kept;
-		this.sweepAt = Math.max(SWEEP_MIN, kept * 2);
+		this.sweepAt = kept + Math.min(Math.max(SWEEP_MIN, kept), SWEEP_MAX_GAP);
 	}
 
 	/**
 	 * From lazy to tracked, once for good: the entries still open each get
-	 * their place and the `'close'` listener, as `add` gives them otherwise.
-	 * None can close between the sweep and its listener: all in one turn.
+	 * their place and the `'close'` listener, as `add` gives them otherwise, in
+	 * the sweep's turn, so before their `'close'` can come.
 	 */
 	private track(): void {
 		if (!this.lazy) {

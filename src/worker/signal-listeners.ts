@@ -58,9 +58,9 @@ export interface SignalListeners {
 	onSelfSignal?: ((signal: NodeJS.Signals) => void) | undefined;
 	/**
 	 * Called after the app registers a listener for a held signal. The
-	 * bootstrap sets it once a leave has passed in a worker whose app was
-	 * still starting: a listener registered then must still hear of it.
-	 * Optional, as `onSelfSignal`.
+	 * bootstrap sets it when a leave found no listener to run (the app still
+	 * loading), until one has run: a listener registered then must still hear
+	 * of it. Optional, as `onSelfSignal`.
 	 */
 	onHeld?: ((entry: HeldListener) => void) | undefined;
 }
@@ -265,9 +265,11 @@ export function listenersFor(holder: SignalListeners, received: NodeJS.Signals, 
 	const stop = STOP_SIGNALS.map(of).find(entries => entries.length > 0) ?? [];
 	const own = of(received);
 	const chosen = own.length === 0 ? stop : (retiring ? [...own, ...stop] : own);
-	const seen = new Set<HeldListener['listener']>();
+	// Functions already called, under any signal: a function the app registered
+	// for two signals in two turns must not run a second time either.
+	const seen = new Set<HeldListener['listener']>([...holder.ran].map(entry => entry.listener));
 	return chosen.filter(entry => {
-		const first = !seen.has(entry.listener) && !holder.ran.has(entry);
+		const first = !seen.has(entry.listener);
 		seen.add(entry.listener);
 		return first;
 	});

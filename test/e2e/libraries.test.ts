@@ -390,6 +390,8 @@ const slowStarts = [
 	{name: 'lightship', why: 'its signal listeners come once its probe server listens'},
 	{name: 'no-attach-pool', why: 'no attach()'},
 	{name: 'no-attach-pool', why: 'no attach(), its listener registered in the listen callback', env: {FIXTURE_LISTENER: 'in-listen-callback'}},
+	{name: 'late-second-server', why: 'no attach(), a metrics server listens first, the app server 500 ms later'},
+	{name: 'shutdown-two-signals', why: 'no attach(), one shutdown function for SIGINT, then SIGTERM a turn later: it runs once'},
 ] as const;
 for (const {name, why, env} of slowStarts as ReadonlyArray<{name: string; why?: string; env?: Record<string, string>}>) {
 	test(`SIGTERM while a reload's new worker is still loading (${name}${why ? `: ${why}` : ''}): once its app is up its cleanup runs to its end and it leaves; exit 0, not the deadline`, async t => {
@@ -406,3 +408,29 @@ for (const {name, why, env} of slowStarts as ReadonlyArray<{name: string; why?: 
 		t.falsy(proc.lines.find(line => line.msg === 'a shutdown hook failed; running the rest'), proc.text().slice(-4000));
 	});
 }
+
+// A worker without attach() runs the app's listeners when the reject phase ends,
+// which is when the primary disconnects it: a failure after that could not be
+// sent, and the drain read clean (exit 0, hooksFailed 0).
+for (const fail of ['reject', 'throw'] as const) {
+	test(`without attach(), a listener that fails (${fail === 'reject' ? 'rejects after its cleanup' : 'throws at once'}) is counted: hooksFailed, exit 7, no worker lost`, async t => {
+		const proc = await startApp(t, 'no-attach-failing', {workers: 1, options: ['--reject-period', '300ms'], env: {FIXTURE_FAIL: fail}});
+		proc.kill('SIGTERM');
+		t.like(await proc.exitWithin(15_000), {code: 7, signal: null}, proc.text().slice(-3000));
+		t.truthy(proc.lines.find(line => line.msg === 'a shutdown hook failed; running the rest'));
+		t.like(drainFinished(proc), {outcome: 'hooks-failed', exitCode: 7, hooksFailed: 1, workersLost: 0, responsesCut: 0});
+		// 7 when the failure came after the primary's disconnect, which says it then; 0 when its message got there first.
+		const exited = proc.lines.find(line => line.msg === 'worker exited');
+		t.like(exited, {reason: 'drain'});
+		t.true([0, 7].includes(exited?.['code'] as number), JSON.stringify(exited));
+	});
+}
+
+test('without attach(), a listener that arms "a second SIGTERM forces the exit" during its shutdown: that one is not called, the cleanup runs to its end, exit 0', async t => {
+	const proc = await startApp(t, 'force-exit', {workers: 1, options: ['--reject-period', '300ms']});
+	proc.kill('SIGTERM');
+	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
+	t.is(cleanupDone(proc).length, 1);
+	t.falsy(proc.lines.find(line => line.msg === 'fixture forced exit'));
+	t.like(drainFinished(proc), {outcome: 'clean', workersLost: 0});
+});

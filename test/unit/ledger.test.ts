@@ -2,8 +2,13 @@
 // serving, the closed ones swept out, every entry still open tracked from the
 // drain on, and the drain's counts as exact as the tracked mode's.
 import test from 'ava';
-import {EventEmitter} from 'node:events';
+import {EventEmitter, once} from 'node:events';
+import http2, {type ServerHttp2Stream} from 'node:http2';
+import type {AddressInfo} from 'node:net';
+import {Mode} from '../../src/worker/filter.js';
+import {Http2Filter} from '../../src/worker/http2-filter.js';
 import {Ledger} from '../../src/worker/ledger.js';
+import {waitUntil} from '../../testkit/proc.js';
 
 class Entry extends EventEmitter {
 	closed = false;
@@ -89,4 +94,33 @@ test('without isClosed (HTTP/1.1 responses) every entry is tracked from its add'
 	t.is(entry.listenerCount('close'), 1);
 	entry.close();
 	t.is(ledger.inflight, 0);
+});
+
+test('lazy, real HTTP/2: a stream the app closed with megabytes still queued for a slow client is still in flight at the drain, and served once they are read', async t => {
+	const server = http2.createServer();
+	const filter = new Http2Filter(server, {retryAfterSeconds: 1, readinessPath: '/readyz', livenessPath: '/livez', onIdle() {}});
+	server.on('stream', (stream: ServerHttp2Stream) => {
+		stream.respond({':status': 200});
+		stream.end(Buffer.alloc(5_000_000));
+		// HTTP/2 says closed from here on; the data is still queued.
+		stream.close();
+	});
+	server.listen(0, '127.0.0.1');
+	await once(server, 'listening');
+	const client = http2.connect(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+	t.teardown(() => {
+		client.destroy();
+		server.close();
+	});
+	const request = client.request({':path': '/'});
+	request.pause();
+	await once(request, 'response');
+	t.is(filter.inflight, 1, 'a sweep while serving keeps it');
+	filter.setMode(Mode.REJECT);
+	t.is(filter.inflight, 1, 'the slow response is in flight');
+	request.resume();
+	await once(request, 'end');
+	await waitUntil(() => filter.served === 1, {timeout: 5000, what: 'the slow response served'});
+	t.is(filter.inflight, 0);
+	t.is(filter.aborted, 0);
 });

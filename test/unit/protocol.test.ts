@@ -1,5 +1,6 @@
 import test from 'ava';
-import {envelope, parseMessage, PROTOCOL_VERSION, TO_PRIMARY, TO_WORKER, type ToPrimary, type ToWorker} from '../../src/protocol.js';
+import {envelope, parseMessage, PROTOCOL_VERSION, TO_PRIMARY, TO_WORKER, UNSENT_HOOK_FAILURE_EXIT, type ToPrimary, type ToWorker} from '../../src/protocol.js';
+import {ExitCode} from '../../src/exit-codes.js';
 
 const toPrimary = ['attached', 'inflight', 'hooks', 'drained'] as const;
 
@@ -61,4 +62,8 @@ test('each side accepts every message of its direction and none of the other\'s'
 	t.false(TO_PRIMARY.includes('drain' as never));
 	t.deepEqual([...TO_WORKER].sort(), ['drain', 'end-reject', 'metrics-request', 'retire', 'serve-now']);
 	t.true(TO_PRIMARY.includes('ready') && TO_PRIMARY.includes('not-ready'));
+});
+
+test('a worker that could not send its failed hook exits with the CLI\'s own code for one', t => {
+	t.is(UNSENT_HOOK_FAILURE_EXIT, ExitCode.HOOK_FAILED);
 });
