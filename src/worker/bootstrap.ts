@@ -101,11 +101,13 @@ if (cluster.isWorker && cluster.worker) {
 	// An app still loading then (a slow import, its database first) is not
 	// listening yet: the primary disconnects such a worker once it listens
 	// (primary/drain.ts), and the listeners it registered by then run at that
-	// disconnect. One registered after the disconnect (no listening to wait for:
-	// `--listen-timeout 0`) runs as soon as it is registered, not never: the
-	// process would otherwise wait for the deadline's SIGKILL with its cleanup
-	// undone. Once the app's listeners have run, that is all: a listener their
-	// own shutdown registers ("a second SIGTERM forces the exit") is not called.
+	// disconnect. When the leave found none (the app still loading, or one that
+	// registers its shutdown lazily), each listener registered after the
+	// disconnect runs as soon as it is registered, not never: the process would
+	// otherwise wait for the deadline's SIGKILL with its cleanup undone. When
+	// it found some, they are all: a listener their own shutdown registers ("a
+	// second SIGTERM forces the exit") is not called; nor, either way, one our
+	// call of a listener registers.
 	//
 	// A listener that fails after the primary disconnected this worker cannot
 	// say so over IPC: the exit code does, where the process would have exited
@@ -127,8 +129,23 @@ if (cluster.isWorker && cluster.worker) {
 			return;
 		}
 
+		// `ran`: the listeners the app had at the leave ran; that is all.
+		// `late`: it had none then (still loading, or lazy): each it registers
+		// from then on runs, but for those our own calls register.
 		let ran = false;
+		let late = false;
+		let calling = false;
 		let scheduled = false;
+		const onHeld = (): void => {
+			if (!calling && !scheduled && !process.connected) {
+				scheduled = true;
+				setImmediate(() => {
+					scheduled = false;
+					runListeners();
+				});
+			}
+		};
+
 		const runListeners = (): void => {
 			if (ran || held.owner !== 'bootstrap') {
 				return;
@@ -138,21 +155,15 @@ if (cluster.isWorker && cluster.worker) {
 			const signal = leaveSignal(message, held.received);
 			const entries = listenersFor(held, signal, {retiring: message.type === 'retire'});
 			if (entries.length === 0) {
-				// Still loading, or no shutdown code at all.
-				held.onHeld = () => {
-					if (!process.connected && !scheduled) {
-						scheduled = true;
-						setImmediate(() => {
-							scheduled = false;
-							runListeners();
-						});
-					}
-				};
+				late = true;
+				held.onHeld = onHeld;
 				return;
 			}
 
-			ran = true;
-			held.onHeld = undefined;
+			if (!late) {
+				ran = true;
+			}
+
 			// The app's own shutdown, re-raising its signal when done with no listener
 			// left for it (terminus, NestJS), means to end the process: it ends.
 			held.onSelfSignal = sent => {
@@ -162,14 +173,19 @@ if (cluster.isWorker && cluster.worker) {
 			};
 
 			logger.info({listeners: entries.map(entry => listenerName(entry, signal)), signal}, 'running the app\'s own signal listeners');
-			callListeners(held, entries, signal, (name, error) => {
-				logger.error({err: error, hook: name}, 'a shutdown hook failed; running the rest');
-				if (process.connected) {
-					channel.send({type: 'hook-failed', hook: name.slice(0, 4096)});
-				} else {
-					failedUnsent();
-				}
-			});
+			calling = true;
+			try {
+				callListeners(held, entries, signal, (name, error) => {
+					logger.error({err: error, hook: name}, 'a shutdown hook failed; running the rest');
+					if (process.connected) {
+						channel.send({type: 'hook-failed', hook: name.slice(0, 4096)});
+					} else {
+						failedUnsent();
+					}
+				});
+			} finally {
+				calling = false;
+			}
 		};
 
 		const at = message.type === 'drain' ? rejectEndsAt(remaining(message, performance.now() - receivedAt)) : 0;

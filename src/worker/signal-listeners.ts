@@ -59,8 +59,8 @@ export interface SignalListeners {
 	/**
 	 * Called after the app registers a listener for a held signal. The
 	 * bootstrap sets it when a leave found no listener to run (the app still
-	 * loading), until one has run: a listener registered then must still hear
-	 * of it. Optional, as `onSelfSignal`.
+	 * loading, or lazy): a listener registered then must still hear of it.
+	 * Optional, as `onSelfSignal`.
 	 */
 	onHeld?: ((entry: HeldListener) => void) | undefined;
 }

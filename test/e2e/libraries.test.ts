@@ -434,3 +434,11 @@ test('without attach(), a listener that arms "a second SIGTERM forces the exit" 
 	t.falsy(proc.lines.find(line => line.msg === 'fixture forced exit'));
 	t.like(drainFinished(proc), {outcome: 'clean', workersLost: 0});
 });
+
+test('without attach(), a shutdown registered lazily after the reject phase ended, in two pieces a few hundred ms apart: both run, exit 0', async t => {
+	const proc = await startApp(t, 'lazy-listeners', {workers: 1, options: ['--reject-period', '300ms', '--grace-period', '10s']});
+	proc.kill('SIGTERM');
+	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
+	t.is(cleanupDone(proc).length, 1, proc.text().slice(-3000));
+	t.like(drainFinished(proc), {outcome: 'clean', workersLost: 0});
+});
