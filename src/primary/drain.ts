@@ -382,9 +382,9 @@ export class ClusterDrain {
 	 *
 	 * One still starting then is disconnected once it listens instead (and
 	 * LISTEN_SETTLE_MS more), within `--listen-timeout` of its start: its app
-	 * may still be loading (a reload's
-	 * new worker, a restart), and a worker disconnected before its `listen()`
-	 * can never listen; node:cluster neither calls it back nor fails it. An app
+	 * may still be loading (a reload's new worker, a restart), and a worker
+	 * disconnected before its `listen()` can never listen; node:cluster neither
+	 * calls it back nor fails it. An app
 	 * that sets up its shutdown only once listening (lightship; a listener
 	 * registered in the listen callback) would then never have one, and the
 	 * worker would wait for the deadline's SIGKILL. It holds no request while

@@ -129,11 +129,11 @@ if (cluster.isWorker && cluster.worker) {
 			return;
 		}
 
-		// `ran`: the listeners the app had at the leave ran; that is all.
-		// `late`: it had none then (still loading, or lazy): each it registers
-		// from then on runs, but for those our own calls register.
-		let ran = false;
-		let late = false;
+		// `pending` until the leave has looked; `done`: the listeners the app had
+		// then ran, and that is all; `late`: it had none (still loading, or
+		// lazy), so each it registers from then on runs, but for those our own
+		// call of a listener registers (`calling`).
+		let leave: 'pending' | 'done' | 'late' = 'pending';
 		let calling = false;
 		let scheduled = false;
 		const onHeld = (): void => {
@@ -147,7 +147,7 @@ if (cluster.isWorker && cluster.worker) {
 		};
 
 		const runListeners = (): void => {
-			if (ran || held.owner !== 'bootstrap') {
+			if (leave === 'done' || held.owner !== 'bootstrap') {
 				return;
 			}
 
@@ -155,13 +155,13 @@ if (cluster.isWorker && cluster.worker) {
 			const signal = leaveSignal(message, held.received);
 			const entries = listenersFor(held, signal, {retiring: message.type === 'retire'});
 			if (entries.length === 0) {
-				late = true;
+				leave = 'late';
 				held.onHeld = onHeld;
 				return;
 			}
 
-			if (!late) {
-				ran = true;
+			if (leave === 'pending') {
+				leave = 'done';
 			}
 
 			// The app's own shutdown, re-raising its signal when done with no listener
