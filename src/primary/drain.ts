@@ -176,6 +176,9 @@ export class ClusterDrain {
 	/** Workers without the helper, still starting when the reject phase ended: disconnected once they listen (`disconnectUnattached`). */
 	private readonly disconnectOnListen = new Set<WorkerRecord>();
 
+	/** Connections node:cluster stranded during the drain, which the primary answered itself (handoffs.ts). */
+	private stranded = 0;
+
 	/** When the signal came, in epoch ms: the workers time their arrivals from it (worker/arrivals.ts). */
 	private readonly signalAt = Date.now();
 
@@ -226,6 +229,11 @@ export class ClusterDrain {
 	/** The app requests that arrived since the signal, over every worker of this drain (arrivals.ts). */
 	get arrivals(): ArrivalFigures {
 		return mergeArrivals(this.workers.map(record => record.report?.arrivals));
+	}
+
+	/** node:cluster stranded a connection, which the primary answers itself (primary/stranded.ts): `drain finished` counts it. */
+	onStranded(): void {
+		this.stranded++;
 	}
 
 	/** How the reject phase ended; undefined while it runs. */
@@ -560,6 +568,8 @@ export class ClusterDrain {
 			hooksFailed,
 			// Requests the kill or the lost worker cut short: their last known count.
 			responsesCut: lost.reduce((sum, record) => sum + inflightOf(record), 0),
+			// Accepted just as the last worker on their port closed it: answered by the primary (503, or closed).
+			strandedConnections: this.stranded,
 			...this.arrivalSummary(),
 			outcome: outcomeName(code),
 			exitCode: code,

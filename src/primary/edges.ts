@@ -10,6 +10,7 @@ import cluster, {type Address, type Worker} from 'node:cluster';
 import type {EventEmitter} from 'node:events';
 import type {Readable} from 'node:stream';
 import {systemClock, type Clock} from '../clock.js';
+import {HandoffWatch, type RawHandle} from './handoffs.js';
 
 /** What the fleet needs of one forked worker: a subset of `cluster.Worker`. */
 export interface WorkerHandle extends Pick<EventEmitter, 'on' | 'once' | 'off'> {
@@ -45,6 +46,8 @@ export interface ForkSetup {
 export interface ClusterEdge {
 	setupPrimary(setup: ForkSetup): void;
 	fork(env: Readonly<Record<string, string>>): WorkerHandle;
+	/** Who takes the connections node:cluster strands in the primary (handoffs.ts); set once, before the first fork. */
+	onStranded(listener: (handle: RawHandle) => void): void;
 }
 
 export interface ProcessEdges {
@@ -54,7 +57,16 @@ export interface ProcessEdges {
 	onSignal(signal: NodeJS.Signals, handler: (signal: NodeJS.Signals) => void): void;
 }
 
+let strandedListener = (handle: RawHandle): void => {
+	(handle as {close?: () => void}).close?.();
+};
+
+const handoffs = new HandoffWatch(handle => {
+	strandedListener(handle);
+});
+
 function handle(worker: Worker): WorkerHandle {
+	handoffs.watch(worker);
 	return {
 		id: worker.id,
 		pid: worker.process.pid ?? 0,
@@ -68,7 +80,9 @@ function handle(worker: Worker): WorkerHandle {
 		},
 		isConnected: () => worker.isConnected(),
 		disconnect() {
+			handoffs.leavingAll(worker.id);
 			worker.disconnect();
+			handoffs.forget(worker.id);
 		},
 		kill(signal) {
 			worker.process.kill(signal);
@@ -85,6 +99,9 @@ export const realEdges: ProcessEdges = {
 			cluster.setupPrimary({exec, args: [...args], execArgv: [...execArgv], silent: true, cwd});
 		},
 		fork: env => handle(cluster.fork({...env})),
+		onStranded(listener) {
+			strandedListener = listener;
+		},
 	},
 	onSignal(signal, handler) {
 		process.on(signal, handler);

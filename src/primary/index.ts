@@ -42,6 +42,8 @@ import type {NoticeCode} from '../protocol.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
 import {workerEnv} from '../worker-env.js';
 import {bootstrapPreload} from '../package-files.js';
+import type {RawHandle} from './handoffs.js';
+import {answerStranded} from './stranded.js';
 
 export interface PrimaryOutput {
 	readonly logger: Logger;
@@ -145,6 +147,9 @@ export class Primary {
 			if (this.state.name === 'stopping' && this.fleet.alive.length === 0) {
 				this.end(this.state.code);
 			}
+		});
+		edges.cluster.onStranded(handle => {
+			this.onStranded(handle);
 		});
 		// Before anything is forked: a SIGTERM during start-up (held by cli.ts until
 		// now) must drain (here: end an empty cluster with 0), not kill the primary.
@@ -303,6 +308,28 @@ export class Primary {
 		drain.start();
 	}
 
+	/**
+	 * node:cluster accepted a connection and then had no worker for it
+	 * (handoffs.ts): the primary answers it. A drain counts these in `drain
+	 * finished` (its reject phase's end is where they come from); at any other
+	 * time (an app that closes its server, a worker that dies with a connection
+	 * on its way to it) each is logged.
+	 */
+	private onStranded(handle: RawHandle): void {
+		const drain = this.state.name === 'draining' ? this.state.drain : undefined;
+		drain?.onStranded();
+		const answered = answerStranded(handle, this.options.settings.retryAfterSeconds).then(answer => {
+			this.answering.delete(answered);
+			if (drain === undefined) {
+				this.logger.warn({answer}, 'node:cluster accepted a connection and had no worker left to take it (none listening on its port any more, or the one it was sent to exited); the primary answered it');
+			}
+		});
+		this.answering.add(answered);
+	}
+
+	/** Stranded connections being answered (`onStranded`): the exit waits for them. */
+	private readonly answering = new Set<Promise<void>>();
+
 	/** Told once for the cluster, whichever worker saw it first. */
 	private readonly noticed = new Set<NoticeCode>();
 
@@ -401,7 +428,8 @@ export class Primary {
 		this.timers.clearAll();
 		this.fleet.close();
 		this.retireDeadlines.clearAll();
-		void this.fleet.outputFlushed(OUTPUT_FLUSH_MS).then(() => {
+		// The last stranded connections, taken as the last worker closed its port, are still being answered.
+		void Promise.all([this.fleet.outputFlushed(OUTPUT_FLUSH_MS), ...this.answering]).then(() => {
 			this.resolveDone(code);
 		});
 	}

@@ -83,6 +83,14 @@ export interface FilterOptions {
 export const LINGER_MS = 2000;
 
 /**
+ * How long the drain waits, once it stopped listening, for the first request
+ * of a connection accepted just before (http1-connections.ts
+ * `awaitFirstRequest`). It is on its way: a round trip, and the time node:cluster
+ * takes to hand the connection over.
+ */
+export const FIRST_REQUEST_WAIT_MS = 1000;
+
+/**
  * The longest a connection closed at the drain's end may linger while its
  * client keeps sending (an upload the app never read), as nginx's
  * `lingering_time`: destroyed while bytes still arrive, the close is a reset

@@ -32,7 +32,9 @@ const CLOSING = Symbol('graceful-cluster.closing');
 const LINGERING = Symbol('graceful-cluster.lingering');
 /** On a lingering connection: its own `end`, which `endOnce` stands in front of. */
 const OWN_END = Symbol('graceful-cluster.ownEnd');
-type TrackedSocket = Socket & {[LAST_QUEUED]?: ServerResponse | undefined; [CLOSING]?: true; [LINGERING]?: true; [OWN_END]?: Socket['end']};
+/** On a connection whose first request the drain waits for (`awaitFirstRequest`). */
+const FRESH = Symbol('graceful-cluster.fresh');
+type TrackedSocket = Socket & {[LAST_QUEUED]?: ServerResponse | undefined; [CLOSING]?: true; [LINGERING]?: true; [OWN_END]?: Socket['end']; [FRESH]?: true; _httpMessage?: unknown};
 
 /** True once `socket`'s last response has been decided on during a drain: what the client sends after it is dropped. */
 export function isClosing(socket: Socket | undefined): boolean {
@@ -143,11 +145,17 @@ export function claimLast(request: IncomingMessage, linger: LingerAfterLast): bo
  * finished, so those responses (the ledger's `open` at drain time, never per
  * request) are shown as unfinished for the length of the call.
  */
-export function closeKeepingUnflushed(open: readonly ServerResponse[], close: () => void): void {
+export function closeKeepingUnflushed(open: readonly ServerResponse[], fresh: readonly Socket[], close: () => void): void {
 	type Finishable = ServerResponse & {finished: boolean};
 	const unflushed = (open as readonly Finishable[]).filter(response => response.finished && !response.writableFinished);
 	for (const response of unflushed) {
 		response.finished = false;
+	}
+
+	// A fresh connection (`freshConnections`) is skipped the same way: as if a response were on it.
+	const before = fresh.map(socket => (socket as TrackedSocket)._httpMessage);
+	for (const socket of fresh) {
+		(socket as TrackedSocket)._httpMessage = STILL_TO_COME;
 	}
 
 	try {
@@ -156,7 +164,49 @@ export function closeKeepingUnflushed(open: readonly ServerResponse[], close: ()
 		for (const response of unflushed) {
 			response.finished = true;
 		}
+
+		for (const [index, socket] of fresh.entries()) {
+			(socket as TrackedSocket)._httpMessage = before[index];
+		}
 	}
+}
+
+/** What a fresh connection's response looks like to `closeIdleConnections()` for the length of the call: not finished. */
+const STILL_TO_COME = Object.freeze({finished: false});
+
+/**
+ * The connections of `server` not one byte has come on yet: node:cluster
+ * handed them to this worker in the last moment before the drain stopped
+ * listening, and their request is still on its way. To Node they are idle,
+ * and `http.Server#close()` would destroy them: the client, whose connection
+ * the port had accepted, got a reset or a close and no answer. Drain time only.
+ */
+export function freshConnections(server: http.Server): Socket[] {
+	return connectionsOf(server)?.filter(socket => socket.bytesRead === 0 && !(socket as TrackedSocket)._httpMessage) ?? [];
+}
+
+/**
+ * Waits up to `waitMs` for the first request of each fresh connection
+ * (`freshConnections`): one that comes is answered as any request after the
+ * drain stopped listening (a 503 with `Connection: close`, and the connection
+ * closes after it). One that still has sent nothing then (a client that
+ * connects ahead of its requests) is closed as `closeLingering` does.
+ * `closed` is called once for each, when its socket has closed.
+ */
+export function awaitFirstRequest(sockets: readonly Socket[], waitMs: number, lingerMs: number, closed: () => void): void {
+	for (const socket of sockets) {
+		(socket as TrackedSocket)[FRESH] = true;
+		socket.once('close', closed);
+	}
+
+	setTimeout(() => {
+		for (const socket of sockets) {
+			delete (socket as TrackedSocket)[FRESH];
+			if (!socket.destroyed && socket.bytesRead === 0) {
+				closeLingering(socket, lingerMs, () => {});
+			}
+		}
+	}, waitMs);
 }
 
 /** Node's key for an http.Server's own list of its connections (what `closeAllConnections()` walks); found once. */
@@ -164,7 +214,7 @@ let connectionsKey: symbol | undefined;
 
 /**
  * The sockets of `server`'s connections, from Node's own list, but those
- * lingering already (`closeLingering`); undefined when the server keeps none
+ * lingering already (`closeLingering`) or waited for (`awaitFirstRequest`); undefined when the server keeps none
  * (an HTTP/2 server with `allowHTTP1`) or a Node version keeps it under
  * another name. At the drain's end only.
  */
@@ -177,7 +227,7 @@ export function connectionsOf(server: http.Server): Socket[] | undefined {
 
 	const sockets: Socket[] = [];
 	for (const connection of list.all()) {
-		if (connection.socket && !connection.socket.destroyed && (connection.socket as TrackedSocket)[LINGERING] !== true) {
+		if (connection.socket && !connection.socket.destroyed && (connection.socket as TrackedSocket)[LINGERING] !== true && (connection.socket as TrackedSocket)[FRESH] !== true) {
 			sockets.push(connection.socket);
 		}
 	}

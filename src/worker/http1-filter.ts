@@ -21,18 +21,18 @@
  */
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net, {type Socket} from 'node:net';
-import {claimServer, LINGER_MAX_MS, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
-import {claimLast, closeAfterLast, closeAllLingering, closeKeepingUnflushed, closeLingering, isClosing, watchQueued} from './http1-connections.js';
+import {claimServer, FIRST_REQUEST_WAIT_MS, LINGER_MAX_MS, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
+import {awaitFirstRequest, claimLast, closeAfterLast, closeAllLingering, closeKeepingUnflushed, closeLingering, freshConnections, isClosing, watchQueued} from './http1-connections.js';
 import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
 import {Ledger} from './ledger.js';
 import {endOwnedStream, eventStreamRetryBody, ignoreError, isEventStreamResponse, RETIRE_RETRY_MS, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
+import {rawServiceUnavailable, REJECT_BODY} from '../reject-answer.js';
 
 /** socket.io's default path (its `path` option). */
 const SOCKET_IO_PATH = '/socket.io/';
 
-export const REJECT_BODY = Buffer.from('Service Unavailable: the server is shutting down, retry the request.\n');
 /** The body of a retiring worker's answer to a WebSocket handshake (`retireUpgrade`). */
 export const RETIRE_UPGRADE_BODY = Buffer.from('Service Unavailable: this worker is being replaced, retry now on a new connection.\n');
 
@@ -53,14 +53,6 @@ function eventStreamHeaders(body: Buffer): string[] {
 		'Content-Length', String(body.length),
 		'Cache-Control', 'no-store',
 	];
-}
-
-/** A whole 503 answer written on a raw socket (an upgrade's): `Connection: close`, `Retry-After`, `body`. */
-function rawServiceUnavailable(retryAfterSeconds: number, body: Buffer): Buffer {
-	return Buffer.concat([
-		Buffer.from(`HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: ${retryAfterSeconds}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${body.length}\r\nCache-Control: no-store\r\n\r\n`, 'latin1'),
-		body,
-	]);
 }
 
 /**
@@ -316,7 +308,12 @@ export class RequestFilter implements ServerFilter {
 		if (keepIdle) {
 			net.Server.prototype.close.call(server);
 		} else {
-			closeKeepingUnflushed(this.ledger.entries, () => Reflect.apply(this.originalClose, server, []));
+			const fresh = freshConnections(server);
+			closeKeepingUnflushed(this.ledger.entries, fresh, () => Reflect.apply(this.originalClose, server, []));
+			if (fresh.length > 0) {
+				this.closing += fresh.length;
+				awaitFirstRequest(fresh, Math.min(FIRST_REQUEST_WAIT_MS, this.lingerMs()), this.lingerMs(), this.connectionClosed);
+			}
 		}
 	}
 

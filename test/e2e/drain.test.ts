@@ -219,3 +219,21 @@ test('a drain before the attached server listens: the app\'s own close() succeed
 	t.falsy(never.lines.find(line => line.msg === 'fixture listening'));
 	t.like(never.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', workersLost: 0});
 });
+
+test('a connection opened before the reject phase ends, its request sent after: answered 503, not dropped; one that never sends is closed cleanly', async t => {
+	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', '15s'], fixture('app.mjs'), {workers: 1});
+	// Connected (the worker has them), nothing sent yet: to Node they are idle, and http.Server#close() destroyed them.
+	const late = await RawConnection.open(app.port);
+	const silent = await RawConnection.open(app.port);
+	app.kill('SIGTERM');
+	await app.waitForLog('stopped listening; waiting for requests in flight');
+	const answer = await late.request('/');
+	t.is(answer.status, 503, app.text().slice(-3000));
+	t.is(answer.headers['connection'], 'close');
+	t.is(answer.headers['retry-after'], '1');
+	t.is(await late.closedByServer(), 'fin');
+	// Waited for (FIRST_REQUEST_WAIT_MS), then closed as the drain's end closes a connection: a FIN.
+	t.is(await silent.closedByServer(), 'fin');
+	t.like(await app.exitWithin(15_000), {code: 0}, app.text().slice(-3000));
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', arrivals: 1});
+});

@@ -163,6 +163,8 @@ export class FakeCluster implements ClusterEdge {
 
 	setupPrimary(): void {}
 
+	onStranded(): void {}
+
 	fork(env: Readonly<Record<string, string>>): FakeWorker {
 		const worker = new FakeWorker(this.nextId++, env);
 		this.workers.push(worker);

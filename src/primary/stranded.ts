@@ -1,0 +1,92 @@
+/**
+ * The primary's answer to a connection node:cluster stranded (handoffs.ts):
+ * accepted, never read, and no worker left to take it.
+ *
+ * Its request is still unread in the socket, so the primary reads its first
+ * bytes, and answers as a worker in its reject phase would have:
+ * - an HTTP/1.x request gets the drain's 503 (`Connection: close`,
+ *   `Retry-After`), which clients and load balancers retry;
+ * - HTTP/2 without TLS (its preface) gets a GOAWAY that says no stream was
+ *   processed (last stream 0), so the client retries each on a new connection;
+ * - anything else (TLS, another protocol, nothing within FIRST_BYTES_WAIT_MS)
+ *   is closed: the primary cannot speak for the app there, and a connection
+ *   closed with its request unread is as safe to retry as a refused one.
+ */
+import net from 'node:net';
+import {rawServiceUnavailable, REJECT_BODY} from '../reject-answer.js';
+import type {RawHandle} from './handoffs.js';
+
+export type StrandedAnswer = '503' | 'goaway' | 'closed';
+
+/** How long the client's request may take to show, from when the primary takes the connection over. */
+export const FIRST_BYTES_WAIT_MS = 1000;
+/** After the answer, how long the client has to read it and close before the connection is destroyed. */
+const CLOSE_WAIT_MS = 2000;
+
+/** An HTTP/1.x request line (`PRI * HTTP/2.0`, HTTP/2's preface, is not one). */
+const HTTP1_REQUEST_LINE = /^[A-Z][A-Z_-]{0,31} \S+ HTTP\/1\.[01]\r?\n/;
+const HTTP2_PREFACE = 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n';
+
+/**
+ * The server's side of an HTTP/2 connection that ends at once (RFC 9113): its
+ * preface, an empty SETTINGS frame; then GOAWAY, last stream 0, NO_ERROR.
+ * A frame is a 9-byte header (length: 3, type: 1, flags: 1, stream: 4) and
+ * its payload.
+ */
+const HTTP2_GOAWAY = Buffer.from([
+	0, 0, 0, 0x4, 0, 0, 0, 0, 0,
+	0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+]);
+
+function answerTo(first: Buffer | undefined, retryAfterSeconds: number): [StrandedAnswer, Buffer | string] {
+	const start = first?.toString('latin1', 0, Math.min(first.length, 8192)) ?? '';
+	if (HTTP1_REQUEST_LINE.test(start)) {
+		return ['503', rawServiceUnavailable(retryAfterSeconds, REJECT_BODY)];
+	}
+
+	// Its first 24 bytes, whole or in part (a client may send it in pieces).
+	return start.length >= 14 && HTTP2_PREFACE.startsWith(start.slice(0, HTTP2_PREFACE.length)) ? ['goaway', HTTP2_GOAWAY] : ['closed', ''];
+}
+
+/**
+ * Answers a stranded connection, as said above. Resolves with what it did once
+ * the answer is with the OS (or the client has gone): the primary may exit
+ * then, and the client still gets it. Never rejects.
+ */
+export async function answerStranded(handle: RawHandle, retryAfterSeconds: number): Promise<StrandedAnswer> {
+	// `handle` is undocumented in net.Socket's options, but is how Node itself
+	// wraps a handle received over IPC (child_process).
+	const socket = new net.Socket({handle} as net.SocketConstructorOpts);
+	// The client may have given up already: its reset is no error of ours.
+	socket.on('error', () => {});
+	const closed = new Promise<void>(resolve => {
+		socket.once('close', () => {
+			resolve();
+		});
+	});
+	// Read on and drop the rest (a body, a second request): closing with
+	// unread bytes would reset the connection before the client reads the answer.
+	const first = await new Promise<Buffer | undefined>(resolve => {
+		const timer = setTimeout(() => {
+			resolve(undefined);
+		}, FIRST_BYTES_WAIT_MS).unref();
+		socket.on('data', (chunk: Buffer) => {
+			clearTimeout(timer);
+			resolve(chunk);
+		});
+		void closed.then(() => {
+			clearTimeout(timer);
+			resolve(undefined);
+		});
+	});
+	const [answer, bytes] = answerTo(first, retryAfterSeconds);
+	// The client reads the answer and closes; one that does not is cut after CLOSE_WAIT_MS.
+	setTimeout(() => socket.destroy(), CLOSE_WAIT_MS).unref();
+	await new Promise<void>(resolve => {
+		socket.end(bytes, () => {
+			resolve();
+		});
+		void closed.then(resolve);
+	});
+	return answer;
+}

@@ -1,0 +1,15 @@
+/**
+ * A drain's 503, as bytes both sides write: a worker's filter on a raw socket
+ * (an upgrade's), and the primary to a connection node:cluster stranded
+ * (primary/stranded.ts). One wording, whoever answers.
+ */
+
+export const REJECT_BODY = Buffer.from('Service Unavailable: the server is shutting down, retry the request.\n');
+
+/** A whole 503 answer written on a raw socket: `Connection: close`, `Retry-After`, `body`. */
+export function rawServiceUnavailable(retryAfterSeconds: number, body: Buffer): Buffer {
+	return Buffer.concat([
+		Buffer.from(`HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: ${retryAfterSeconds}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${body.length}\r\nCache-Control: no-store\r\n\r\n`, 'latin1'),
+		body,
+	]);
+}
