@@ -16,8 +16,11 @@
 //              --metrics scraped every second; terminus, http-terminator and
 //              lightship in the same hand-written cluster for comparison.
 //
-//   node bench/hot-path.js [--quick] [--only=protocols,cluster] [--cases=keep-alive,new-connection,h2c,websocket] [--rounds=N] [--worker=name=file ...] [--twin]
+//   node bench/hot-path.js [--quick] [--only=protocols,cluster,cluster-new-connection] [--cases=keep-alive,new-connection,h2c,websocket] [--rounds=N] [--worker=name=file ...] [--cli=name=file ...] [--twin]
 //
+// cluster-new-connection: the cluster figure with a new connection per request, so each goes
+// through the primary's round-robin hand-off. --cli adds another build of the CLI (its
+// bundle/cli.cjs) to the cluster figures' rounds.
 // --worker adds another build of the helper (its worker/index.js) to the same rounds of the
 // one-process figures: what a change to the hot path costs, measured beside the current one.
 // --twin adds a second process of the same build (`attach`, `graceful-cluster`) to
@@ -238,11 +241,19 @@ function scrapeEverySecond({metricsPort}) {
 	return () => clearInterval(timer);
 }
 
-/** The whole cluster (primary + workers): graceful-cluster vs a hand-written one, and the alternatives. */
-export async function figureCluster(report, {rounds, scale, twin = false}) {
+/**
+ * The whole cluster (primary + workers): graceful-cluster vs a hand-written one,
+ * and the alternatives. `newConnection`: each request on a connection of its
+ * own, so node:cluster's round-robin hands each to a worker through the primary
+ * (graceful-cluster and node:cluster only); `clis` adds other builds of the CLI
+ * (name: its cli.cjs) to the same rounds.
+ */
+export async function figureCluster(report, {rounds, scale, twin = false, newConnection = false, clis = {}}) {
 	ensureLightship();
-	log('CPU per request, 2 workers: graceful-cluster (with and without --metrics) vs node:cluster, terminus, http-terminator, lightship');
-	const total = Math.round(60_000 * scale);
+	log(newConnection
+		? 'CPU per request, 2 workers, a new connection per request: graceful-cluster vs node:cluster'
+		: 'CPU per request, 2 workers: graceful-cluster (with and without --metrics) vs node:cluster, terminus, http-terminator, lightship');
+	const total = Math.round((newConnection ? 12_000 : 60_000) * scale);
 	const listening = async proc => {
 		await proc.msg('worker listening', {count: 2});
 		return {};
@@ -257,14 +268,23 @@ export async function figureCluster(report, {rounds, scale, twin = false}) {
 	// --metrics takes a port of its own (0 is refused); found afresh each round.
 	const metricsFlag = async () => ['--metrics', `127.0.0.1:${await freePort()}`];
 
-	const specs = {
-		'graceful-cluster': {args: [paths.cli, '-w', '2', HELLO], wrap: 'attach'},
-		'graceful-cluster --metrics': {args: [paths.cli, '-w', '2', HELLO], flags: metricsFlag, wrap: 'attach', ready: withMetrics, during: scrapeEverySecond},
-		'node:cluster': {args: [CLUSTER], wrap: 'none'},
-		terminus: {args: [CLUSTER], wrap: 'terminus'},
-		'http-terminator': {args: [CLUSTER], wrap: 'http-terminator'},
-		lightship: {args: [CLUSTER], wrap: 'lightship'},
-	};
+	const specs = newConnection
+		? {
+			'graceful-cluster': {args: [paths.cli, '-w', '2', HELLO], wrap: 'attach'},
+			'node:cluster': {args: [CLUSTER], wrap: 'none'},
+		}
+		: {
+			'graceful-cluster': {args: [paths.cli, '-w', '2', HELLO], wrap: 'attach'},
+			'graceful-cluster --metrics': {args: [paths.cli, '-w', '2', HELLO], flags: metricsFlag, wrap: 'attach', ready: withMetrics, during: scrapeEverySecond},
+			'node:cluster': {args: [CLUSTER], wrap: 'none'},
+			terminus: {args: [CLUSTER], wrap: 'terminus'},
+			'http-terminator': {args: [CLUSTER], wrap: 'http-terminator'},
+			lightship: {args: [CLUSTER], wrap: 'lightship'},
+		};
+	for (const [name, cli] of Object.entries(clis)) {
+		specs[name] = {args: [cli, '-w', '2', HELLO], wrap: 'attach'};
+	}
+
 	if (twin) {
 		specs[TWIN] = specs['graceful-cluster'];
 	}
@@ -279,7 +299,7 @@ export async function figureCluster(report, {rounds, scale, twin = false}) {
 				args,
 				env: {PORT: String(port), WORKERS: '2', BENCH_WRAP: spec.wrap},
 				ready: async proc => ({port, ...await (spec.ready ?? listening)(proc)}),
-				send: (_, count) => http1({port, total: count, concurrency: 20}),
+				send: (_, count) => http1({port, total: count, concurrency: 20, keepAlive: !newConnection}),
 				during: spec.during,
 			};
 		}
@@ -297,6 +317,21 @@ export async function figureCluster(report, {rounds, scale, twin = false}) {
 	const used = report.quiet(all, '2 workers, graceful-cluster vs node:cluster and the alternatives');
 	if (twin) {
 		twinNote(report, '2 workers', used, 'graceful-cluster');
+	}
+
+	for (const name of Object.keys(clis)) {
+		report.row(`server CPU per request (primary + workers), \`graceful-cluster -w 2\` beside the build ${name}, ${newConnection ? 'a new connection per request' : 'HTTP/1.1 keep-alive'}`, name,
+			`${fmt(ratios(used, 'graceful-cluster', name, 'cpuUs'), {unit: 'x'})}; ${median(used, 'graceful-cluster', 'cpuUs').toFixed(2)} vs ${median(used, name, 'cpuUs').toFixed(2)} us; ${noisy(used, 'graceful-cluster', name)}`,
+			'not in the issue: context', 'reported');
+	}
+
+	if (newConnection) {
+		const cpu = ratios(used, 'graceful-cluster', 'node:cluster', 'cpuUs');
+		report.row(`server CPU per request (primary + workers), \`graceful-cluster -w 2\`, HTTP/1.1, a new connection per request (20 at a time), ${total} per round`,
+			'hand-written `node:cluster` primary, 2 workers, the same app without the helper',
+			`${fmt(cpu, {unit: 'x'})}; ${median(used, 'graceful-cluster', 'cpuUs').toFixed(2)} vs ${median(used, 'node:cluster', 'cpuUs').toFixed(2)} us; ${noisy(used, 'graceful-cluster', 'node:cluster')}`,
+			'<= 1.05x', verdict(cpu.median <= 1.05));
+		return;
 	}
 
 	for (const name of ['graceful-cluster', 'graceful-cluster --metrics']) {
@@ -318,9 +353,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
 	const argv = process.argv.slice(2);
 	const only = argv.find(arg => arg.startsWith('--only='))?.slice('--only='.length).split(',');
 	const value = name => argv.find(arg => arg.startsWith(`--${name}=`))?.slice(name.length + 3);
-	const workers = Object.fromEntries(argv.filter(arg => arg.startsWith('--worker=')).map(arg => arg.slice('--worker='.length).split(/=(.*)/s)));
+	const named = flag => Object.fromEntries(argv.filter(arg => arg.startsWith(`--${flag}=`)).map(arg => arg.slice(flag.length + 3).split(/=(.*)/s)));
 	// Alone, a twin only when asked for (--twin): it makes the run half as long again.
-	const config = {...hotPathConfig(argv.includes('--quick')), cases: value('cases')?.split(','), workers, twin: argv.includes('--twin')};
+	const config = {...hotPathConfig(argv.includes('--quick')), cases: value('cases')?.split(','), workers: named('worker'), clis: named('cli'), twin: argv.includes('--twin')};
 	if (value('rounds')) {
 		config.rounds = Number(value('rounds'));
 	}
@@ -335,6 +370,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
 
 		if (!only || only.includes('cluster')) {
 			await figureCluster(report, config);
+		}
+
+		if (!only || only.includes('cluster-new-connection')) {
+			await figureCluster(report, {...config, newConnection: true});
 		}
 	} finally {
 		killAll();

@@ -29,7 +29,7 @@ import {measureFilter} from './filter-micro.js';
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
 const only = argv.find(arg => arg.startsWith('--only='))?.slice('--only='.length).split(',');
-const FIGURES = ['filter', 'protocols', 'instructions', 'cluster', 'reject', 'exit', 'sigterm', 'timers', 'memory', 'start', 'idle'];
+const FIGURES = ['filter', 'protocols', 'instructions', 'cluster', 'cluster-new-connection', 'reject', 'exit', 'sigterm', 'timers', 'memory', 'start', 'idle'];
 const wanted = name => !only || only.includes(name);
 
 const config = quick
@@ -412,7 +412,7 @@ function commit() {
 }
 
 const hotPath = hotPathConfig(quick);
-const runners = {filter: figureFilter, protocols: () => figureProtocols(report, hotPath), instructions: () => figureInstructions(report, {rounds: quick ? 1 : 3}), cluster: () => figureCluster(report, hotPath), reject: figureReject, exit: figureExit, sigterm: figureSigterm, timers: figureTimers, memory: figureMemory, start: figureStart, idle: figureIdle};
+const runners = {filter: figureFilter, protocols: () => figureProtocols(report, hotPath), instructions: () => figureInstructions(report, {rounds: quick ? 1 : 3}), cluster: () => figureCluster(report, hotPath), 'cluster-new-connection': () => figureCluster(report, {...hotPath, newConnection: true}), reject: figureReject, exit: figureExit, sigterm: figureSigterm, timers: figureTimers, memory: figureMemory, start: figureStart, idle: figureIdle};
 
 async function main() {
 	// Read now: the tree may change while the run goes on.
