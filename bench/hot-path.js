@@ -283,6 +283,9 @@ export async function figureCluster(report, {rounds, scale, twin = false, newCon
 		};
 	for (const [name, cli] of Object.entries(clis)) {
 		specs[name] = {args: [cli, '-w', '2', HELLO], wrap: 'attach'};
+		if (!newConnection) {
+			specs[`${name} --metrics`] = {...specs['graceful-cluster --metrics'], args: [cli, '-w', '2', HELLO]};
+		}
 	}
 
 	if (twin) {
@@ -320,9 +323,11 @@ export async function figureCluster(report, {rounds, scale, twin = false, newCon
 	}
 
 	for (const name of Object.keys(clis)) {
-		report.row(`server CPU per request (primary + workers), \`graceful-cluster -w 2\` beside the build ${name}, ${newConnection ? 'a new connection per request' : 'HTTP/1.1 keep-alive'}`, name,
-			`${fmt(ratios(used, 'graceful-cluster', name, 'cpuUs'), {unit: 'x'})}; ${median(used, 'graceful-cluster', 'cpuUs').toFixed(2)} vs ${median(used, name, 'cpuUs').toFixed(2)} us; ${noisy(used, 'graceful-cluster', name)}`,
-			'not in the issue: context', 'reported');
+		for (const flags of newConnection ? [''] : ['', ' --metrics']) {
+			report.row(`server CPU per request (primary + workers), \`graceful-cluster -w 2${flags}\` beside the build ${name}, ${newConnection ? 'a new connection per request' : 'HTTP/1.1 keep-alive'}`, name + flags,
+				`${fmt(ratios(used, `graceful-cluster${flags}`, name + flags, 'cpuUs'), {unit: 'x'})}; ${median(used, `graceful-cluster${flags}`, 'cpuUs').toFixed(2)} vs ${median(used, name + flags, 'cpuUs').toFixed(2)} us; ${noisy(used, `graceful-cluster${flags}`, name + flags)}`,
+				'not in the issue: context', 'reported');
+		}
 	}
 
 	if (newConnection) {

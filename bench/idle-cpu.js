@@ -1,5 +1,5 @@
 // CPU an idle cluster burns: `graceful-cluster -w 2` (app with attach(), with
-// and without --metrics, nothing scraping it) vs a hand-written node:cluster
+// and without --metrics, nothing scraping it or a scrape every second) vs a hand-written node:cluster
 // primary running the same app without the helper, each left alone for a
 // while once both workers listen. What `top` shows for a service at rest.
 //
@@ -9,6 +9,7 @@
 // workers listen, then counts the CPU of the whole process group (every process
 // and thread, from /proc) over --seconds. Medians (min-max) in ms of CPU per
 // second. Run after `npm run build`, with nothing else on the machine.
+import http from 'node:http';
 import process from 'node:process';
 import {parseArgs} from 'node:util';
 import {CLUSTER, cpuNs, freePort, groupPids, HELLO, killAllOnSignal, paths, sleep, start, useDist} from './lib/proc.js';
@@ -26,13 +27,19 @@ useDist(new URL('../dist', import.meta.url).pathname);
 const CASES = {
 	'graceful-cluster -w 2, app with attach()': async () => ({args: [paths.cli, '-w', '2', HELLO], env: {BENCH_WRAP: 'attach'}}),
 	'graceful-cluster -w 2 --metrics, app with attach()': async () => ({args: [paths.cli, '-w', '2', '--metrics', `127.0.0.1:${await freePort()}`, HELLO], env: {BENCH_WRAP: 'attach'}}),
+	'graceful-cluster -w 2 --metrics, scraped every second': async () => {
+		const metricsPort = await freePort();
+		return {args: [paths.cli, '-w', '2', '--metrics', `127.0.0.1:${metricsPort}`, HELLO], env: {BENCH_WRAP: 'attach'}, metricsPort};
+	},
 	'hand-written node:cluster primary, 2 workers': async () => ({args: [CLUSTER], env: {BENCH_WRAP: 'none', WORKERS: '2'}}),
 };
 
 /** ms of CPU per second the case's process group used at rest. */
 async function idleCpu(make) {
-	const {args, env} = await make();
+	const {args, env, metricsPort} = await make();
 	const proc = start(args, {env: {PORT: '0', ...env}});
+	const scrape = () => http.get({host: '127.0.0.1', port: metricsPort, path: '/metrics', agent: false}, response => response.resume()).on('error', () => {});
+	const scraping = metricsPort === undefined ? undefined : setInterval(scrape, 1000);
 	try {
 		await proc.msg('worker listening', {count: 2});
 		await sleep(2000);
@@ -40,6 +47,7 @@ async function idleCpu(make) {
 		await sleep(SECONDS * 1000);
 		return (cpuNs(groupPids(proc)) - before) / 1e6 / SECONDS;
 	} finally {
+		clearInterval(scraping);
 		proc.stop();
 	}
 }
