@@ -5,6 +5,8 @@
  */
 
 export const REJECT_BODY = Buffer.from('Service Unavailable: the server is shutting down, retry the request.\n');
+/** The primary's 503 outside a drain: no worker could take the connection (it crashed, or stopped listening). */
+export const NO_WORKER_BODY = Buffer.from('Service Unavailable: no worker could take this connection, retry the request.\n');
 
 /** A whole 503 answer written on a raw socket: `Connection: close`, `Retry-After`, `body`. */
 export function rawServiceUnavailable(retryAfterSeconds: number, body: Buffer): Buffer {

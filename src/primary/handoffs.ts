@@ -43,13 +43,13 @@ interface ClusterMessage {
 	readonly ack?: unknown;
 	readonly errno?: unknown;
 	readonly accepted?: unknown;
-	readonly sockname?: {readonly address?: unknown; readonly port?: unknown};
+	readonly sockname?: {readonly address?: unknown; readonly family?: unknown; readonly port?: unknown};
 }
 
 /** A port node:cluster hands out: the workers it hands its connections to, and the address it is bound to. */
 interface Port {
 	readonly workers: Set<number>;
-	readonly bound: {readonly address?: unknown; readonly port?: unknown} | undefined;
+	readonly bound: {readonly address?: unknown; readonly family?: unknown; readonly port?: unknown} | undefined;
 }
 
 interface Handoff {
@@ -67,6 +67,8 @@ export class HandoffWatch {
 	private readonly ports = new Map<string, Port>();
 	/** Connections sent to a worker and not answered yet, by the message's `seq`: one per worker at most. */
 	private readonly unanswered = new Map<number, Handoff>();
+	/** Connections given to `onStranded` already. */
+	private readonly stranded = new WeakSet<RawHandle>();
 
 	constructor(private readonly onStranded: (handle: RawHandle) => void) {}
 
@@ -91,25 +93,26 @@ export class HandoffWatch {
 				this.received(id, message);
 			}
 		});
-		// node:cluster takes the worker off every port on its 'disconnect' (or
-		// 'exit', if it never disconnected): ahead of it, its last ports' queues
-		// are taken. An answer can still come after 'exit' until the channel
-		// has closed: only then is what it did not answer stranded.
-		const leaving = (): void => {
-			this.leavingAll(id);
-		};
+		// node:cluster takes the worker off every port on its 'disconnect', or
+		// on its 'exit' if the channel has closed by then (an 'exit' first, the
+		// worker stays until its 'disconnect'). Ahead of node:cluster's own
+		// listener: its last ports' queues are taken before node:cluster closes
+		// them, and what it was handed and never answered is stranded before
+		// the fleet hears that it is gone (a drain counts it and waits for its answer).
+		const leave = (): void => {
+			if (child.connected) {
+				return;
+			}
 
-		child.prependOnceListener('disconnect', leaving);
-		child.prependOnceListener('exit', leaving);
-		const gone = (): void => {
+			this.leavingAll(id);
 			this.forget(id);
-			if (!child.connected && (child.exitCode !== null || child.signalCode !== null)) {
+			if (child.exitCode !== null || child.signalCode !== null) {
 				this.exited(id);
 			}
 		};
 
-		child.once('disconnect', gone);
-		child.once('exit', gone);
+		child.prependListener('disconnect', leave);
+		child.prependListener('exit', leave);
 	}
 
 	/** The primary is about to disconnect this worker (`worker.disconnect()`), which takes it off every port at once. */
@@ -130,10 +133,22 @@ export class HandoffWatch {
 	private leaving(workerId: number, key: string): void {
 		const port = this.ports.get(key);
 		if (port?.workers.size === 1 && port.workers.has(workerId)) {
-			for (const handle of takeQueued(port.bound)) {
-				this.onStranded(handle);
+			const others = [...this.ports.values()].filter(each => each !== port).map(each => each.bound);
+			for (const handle of takeQueued(port.bound, others)) {
+				this.strand(handle);
 			}
 		}
+	}
+
+	/** Once per connection: a refused one node:cluster queued again may be taken with the queue before its refusal is looked at. */
+	private strand(handle: RawHandle): void {
+		if (this.stranded.has(handle)) {
+			return;
+		}
+
+		this.stranded.add(handle);
+		unlink(handle);
+		this.onStranded(handle);
 	}
 
 	private left(workerId: number, key: string): void {
@@ -201,8 +216,7 @@ export class HandoffWatch {
 			return;
 		}
 
-		unlink(handle);
-		this.onStranded(handle);
+		this.strand(handle);
 	}
 
 	/** A worker exited and its channel closed: what was handed to it and not answered never will be, and the primary's copy holds it open. */
@@ -210,7 +224,7 @@ export class HandoffWatch {
 		for (const [seq, handoff] of this.unanswered) {
 			if (handoff.worker === workerId) {
 				this.unanswered.delete(seq);
-				this.onStranded(handoff.handle);
+				this.strand(handoff.handle);
 			}
 		}
 	}
@@ -218,28 +232,30 @@ export class HandoffWatch {
 
 /**
  * node:cluster's queue on a port, as it stands (`bound`: the address the port
- * is bound to, from node:cluster's answer to `listen()`). The queue is a ring
- * of internal/linkedlist (`_idleNext`/`_idlePrev` on each handle), reached
- * through one of its handles: `process._getActiveHandles()` lists the
- * primary's, and a handle in a queue is the only kind linked so. Each
- * handle taken is unlinked and the ring left empty, so node:cluster closes
- * nothing of it. Unix socket ports, and a Node whose internals differ, give
- * none: node:cluster then closes them as before.
+ * is bound to, from node:cluster's answer to `listen()`; `others`: those of the
+ * ports still served, whose queues are left alone). A queue is a ring of
+ * internal/linkedlist (`_idleNext`/`_idlePrev` on each handle), reached
+ * through its handles: `process._getActiveHandles()` lists the primary's, and a
+ * handle in a queue is the only kind linked so. Each handle taken is unlinked
+ * and the ring left empty, so node:cluster closes nothing of it. Unix socket
+ * ports, and a Node whose internals differ, give none: node:cluster then
+ * closes them as before.
  */
-export function takeQueued(bound: Port['bound']): RawHandle[] {
+export function takeQueued(bound: Port['bound'], others: ReadonlyArray<Port['bound']> = []): RawHandle[] {
 	const active = (process as unknown as {_getActiveHandles?: () => unknown[]})._getActiveHandles;
 	if (typeof bound?.port !== 'number' || typeof active !== 'function') {
 		return [];
 	}
 
-	const anyAddress = bound.address === '::' || bound.address === '0.0.0.0';
+	const taken: RawHandle[] = [];
 	for (const handle of active.call(process)) {
+		// Taken already with an earlier handle's ring, or in none.
 		if (!isQueued(handle)) {
 			continue;
 		}
 
-		const local: {address?: unknown; port?: unknown} = {};
-		if (handle.getsockname(local) !== 0 || local.port !== bound.port || (!anyAddress && local.address !== bound.address)) {
+		const local: Address = {};
+		if (handle.getsockname(local) !== 0 || !accepts(bound, local) || others.some(other => other !== undefined && other.address === local.address && other.port === local.port)) {
 			continue;
 		}
 
@@ -249,16 +265,32 @@ export function takeQueued(bound: Port['bound']): RawHandle[] {
 			head = head._idleNext!;
 		}
 
-		const taken: RawHandle[] = [];
 		for (let node = head._idleNext; node !== undefined && node !== null && node !== head; node = head._idleNext) {
 			unlink(node);
 			taken.push(node);
 		}
-
-		return taken;
 	}
 
-	return [];
+	return taken;
+}
+
+interface Address {
+	address?: unknown;
+	family?: unknown;
+	port?: unknown;
+}
+
+/** Whether a port bound to `bound` accepts a connection to `local`: the same port, and the address, or a wildcard of its family (`::` takes IPv4 too). */
+function accepts(bound: NonNullable<Port['bound']>, local: Address): boolean {
+	if (local.port !== bound.port) {
+		return false;
+	}
+
+	if (bound.address === '0.0.0.0') {
+		return local.family === 'IPv4';
+	}
+
+	return bound.address === '::' || local.address === bound.address;
 }
 
 interface Linked {

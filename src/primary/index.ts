@@ -318,7 +318,8 @@ export class Primary {
 	private onStranded(handle: RawHandle): void {
 		const drain = this.state.name === 'draining' ? this.state.drain : undefined;
 		drain?.onStranded();
-		const answered = answerStranded(handle, this.options.settings.retryAfterSeconds).then(answer => {
+		// answerStranded never rejects.
+		const answered = answerStranded(handle, this.options.settings.retryAfterSeconds, {draining: drain !== undefined}).then(answer => {
 			this.answering.delete(answered);
 			if (drain === undefined) {
 				this.logger.warn({answer}, 'node:cluster accepted a connection and had no worker left to take it (none listening on its port any more, or the one it was sent to exited); the primary answered it');

@@ -5,7 +5,8 @@
  * Its request is still unread in the socket, so the primary reads its first
  * bytes, and answers as a worker in its reject phase would have:
  * - an HTTP/1.x request gets the drain's 503 (`Connection: close`,
- *   `Retry-After`), which clients and load balancers retry;
+ *   `Retry-After`), which clients and load balancers retry; outside a drain
+ *   (a worker crashed with connections on their way to it) its body says so;
  * - HTTP/2 without TLS (its preface) gets a GOAWAY that says no stream was
  *   processed (last stream 0), so the client retries each on a new connection;
  * - anything else (TLS, another protocol, nothing within FIRST_BYTES_WAIT_MS)
@@ -13,7 +14,7 @@
  *   closed with its request unread is as safe to retry as a refused one.
  */
 import net from 'node:net';
-import {rawServiceUnavailable, REJECT_BODY} from '../reject-answer.js';
+import {NO_WORKER_BODY, rawServiceUnavailable, REJECT_BODY} from '../reject-answer.js';
 import type {RawHandle} from './handoffs.js';
 
 export type StrandedAnswer = '503' | 'goaway' | 'closed';
@@ -38,10 +39,13 @@ const HTTP2_GOAWAY = Buffer.from([
 	0, 0, 8, 0x7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 ]);
 
-function answerTo(first: Buffer | undefined, retryAfterSeconds: number): [StrandedAnswer, Buffer | string] {
-	const start = first?.toString('latin1', 0, Math.min(first.length, 8192)) ?? '';
+/** How much of a request line is waited for; a longer one is no request the primary answers. */
+const FIRST_LINE_MAX = 8192;
+
+function answerTo(first: Buffer | undefined, retryAfterSeconds: number, body: Buffer): [StrandedAnswer, Buffer | string] {
+	const start = first?.toString('latin1', 0, Math.min(first.length, FIRST_LINE_MAX)) ?? '';
 	if (HTTP1_REQUEST_LINE.test(start)) {
-		return ['503', rawServiceUnavailable(retryAfterSeconds, REJECT_BODY)];
+		return ['503', rawServiceUnavailable(retryAfterSeconds, body)];
 	}
 
 	// Its first 24 bytes, whole or in part (a client may send it in pieces).
@@ -53,7 +57,17 @@ function answerTo(first: Buffer | undefined, retryAfterSeconds: number): [Strand
  * the answer is with the OS (or the client has gone): the primary may exit
  * then, and the client still gets it. Never rejects.
  */
-export async function answerStranded(handle: RawHandle, retryAfterSeconds: number): Promise<StrandedAnswer> {
+export async function answerStranded(handle: RawHandle, retryAfterSeconds: number, {draining}: {readonly draining: boolean}): Promise<StrandedAnswer> {
+	try {
+		return await answer(handle, retryAfterSeconds, draining ? REJECT_BODY : NO_WORKER_BODY);
+	} catch {
+		// A handle closed under us (by node:cluster, say): nothing to answer; the primary must not fail for it.
+		(handle as {close?: () => void}).close?.();
+		return 'closed';
+	}
+}
+
+async function answer(handle: RawHandle, retryAfterSeconds: number, body: Buffer): Promise<StrandedAnswer> {
 	// `handle` is undocumented in net.Socket's options, but is how Node itself
 	// wraps a handle received over IPC (child_process).
 	const socket = new net.Socket({handle} as net.SocketConstructorOpts);
@@ -64,22 +78,31 @@ export async function answerStranded(handle: RawHandle, retryAfterSeconds: numbe
 			resolve();
 		});
 	});
-	// Read on and drop the rest (a body, a second request): closing with
-	// unread bytes would reset the connection before the client reads the answer.
+	// Its first line (a request line may come in pieces), and then every byte
+	// read and dropped: closing with unread bytes would reset the connection
+	// before the client reads the answer.
 	const first = await new Promise<Buffer | undefined>(resolve => {
+		let received = Buffer.alloc(0);
 		const timer = setTimeout(() => {
-			resolve(undefined);
+			resolve(received.length > 0 ? received : undefined);
 		}, FIRST_BYTES_WAIT_MS).unref();
 		socket.on('data', (chunk: Buffer) => {
-			clearTimeout(timer);
-			resolve(chunk);
+			if (received.length >= FIRST_LINE_MAX) {
+				return;
+			}
+
+			received = Buffer.concat([received, chunk]);
+			if (received.includes(10) || received.length >= FIRST_LINE_MAX) {
+				clearTimeout(timer);
+				resolve(received);
+			}
 		});
 		void closed.then(() => {
 			clearTimeout(timer);
 			resolve(undefined);
 		});
 	});
-	const [answer, bytes] = answerTo(first, retryAfterSeconds);
+	const [kind, bytes] = answerTo(first, retryAfterSeconds, body);
 	// The client reads the answer and closes; one that does not is cut after CLOSE_WAIT_MS.
 	setTimeout(() => socket.destroy(), CLOSE_WAIT_MS).unref();
 	await new Promise<void>(resolve => {
@@ -88,5 +111,5 @@ export async function answerStranded(handle: RawHandle, retryAfterSeconds: numbe
 		});
 		void closed.then(resolve);
 	});
-	return answer;
+	return kind;
 }

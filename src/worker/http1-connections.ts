@@ -175,23 +175,29 @@ export function closeKeepingUnflushed(open: readonly ServerResponse[], fresh: re
 const STILL_TO_COME = Object.freeze({finished: false});
 
 /**
- * The connections of `server` not one byte has come on yet: node:cluster
- * handed them to this worker in the last moment before the drain stopped
- * listening, and their request is still on its way. To Node they are idle,
- * and `http.Server#close()` would destroy them: the client, whose connection
- * the port had accepted, got a reset or a close and no answer. Drain time only.
+ * The connections of `server` that have had no response yet and hold no
+ * request: node:cluster handed them to this worker in the last moment before
+ * the drain stopped listening, and their first request is still on its way
+ * (none of it yet, or part of it: a request line split across packets). To
+ * Node they are idle, and `http.Server#close()` would destroy them: the
+ * client, whose connection the port had accepted, got a reset or a close and
+ * no answer. An idle keep-alive connection has had a response (bytes
+ * written). Drain time only.
  */
 export function freshConnections(server: http.Server): Socket[] {
-	return connectionsOf(server)?.filter(socket => socket.bytesRead === 0 && !(socket as TrackedSocket)._httpMessage) ?? [];
+	return connectionsOf(server)?.filter(isFresh) ?? [];
 }
+
+const isFresh = (socket: Socket): boolean => socket.bytesWritten === 0 && !(socket as TrackedSocket)._httpMessage;
 
 /**
  * Waits up to `waitMs` for the first request of each fresh connection
  * (`freshConnections`): one that comes is answered as any request after the
  * drain stopped listening (a 503 with `Connection: close`, and the connection
- * closes after it). One that still has sent nothing then (a client that
- * connects ahead of its requests) is closed as `closeLingering` does.
- * `closed` is called once for each, when its socket has closed.
+ * closes after it). One still without a request then (a client that connects
+ * ahead of its requests, or one that sends a request this slowly) is closed
+ * as `closeLingering` does. `closed` is called once for each, when its
+ * socket has closed.
  */
 export function awaitFirstRequest(sockets: readonly Socket[], waitMs: number, lingerMs: number, closed: () => void): void {
 	for (const socket of sockets) {
@@ -202,7 +208,9 @@ export function awaitFirstRequest(sockets: readonly Socket[], waitMs: number, li
 	setTimeout(() => {
 		for (const socket of sockets) {
 			delete (socket as TrackedSocket)[FRESH];
-			if (!socket.destroyed && socket.bytesRead === 0) {
+			// Its request came and was answered (closing), or is being answered: that ends it.
+			const tracked = socket as TrackedSocket;
+			if (!socket.destroyed && isFresh(socket) && tracked[CLOSING] !== true && tracked[LINGERING] !== true) {
 				closeLingering(socket, lingerMs, () => {});
 			}
 		}

@@ -220,20 +220,32 @@ test('a drain before the attached server listens: the app\'s own close() succeed
 	t.like(never.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', workersLost: 0});
 });
 
-test('a connection opened before the reject phase ends, its request sent after: answered 503, not dropped; one that never sends is closed cleanly', async t => {
-	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', '15s'], fixture('app.mjs'), {workers: 1});
-	// Connected (the worker has them), nothing sent yet: to Node they are idle, and http.Server#close() destroyed them.
+test('a connection opened before the reject phase ends, its request sent after (or finished after): answered 503, not dropped; one that never sends it whole is closed cleanly, without holding the drain', async t => {
+	const gracePeriodMs = 15_000;
+	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', `${gracePeriodMs}ms`], fixture('app.mjs'), {workers: 1});
+	// Connected (the worker has them), no request yet, or part of one: to Node they are idle, and http.Server#close() destroyed them.
 	const late = await RawConnection.open(app.port);
+	const split = await RawConnection.open(app.port);
+	split.socket.write('GET / HT');
 	const silent = await RawConnection.open(app.port);
+	const stuck = await RawConnection.open(app.port);
+	stuck.socket.write('GET / HTTP/1.1\r\nHost: x\r\n');
 	app.kill('SIGTERM');
 	await app.waitForLog('stopped listening; waiting for requests in flight');
-	const answer = await late.request('/');
-	t.is(answer.status, 503, app.text().slice(-3000));
-	t.is(answer.headers['connection'], 'close');
-	t.is(answer.headers['retry-after'], '1');
+	split.socket.write('TP/1.1\r\nHost: x\r\n\r\n');
+	for (const answer of [await late.request('/'), await split.readResponse()]) {
+		t.is(answer.status, 503, app.text().slice(-3000));
+		t.is(answer.headers['connection'], 'close');
+		t.is(answer.headers['retry-after'], '1');
+	}
+
 	t.is(await late.closedByServer(), 'fin');
+	t.is(await split.closedByServer(), 'fin');
 	// Waited for (FIRST_REQUEST_WAIT_MS), then closed as the drain's end closes a connection: a FIN.
 	t.is(await silent.closedByServer(), 'fin');
-	t.like(await app.exitWithin(15_000), {code: 0}, app.text().slice(-3000));
-	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', arrivals: 1});
+	t.is(await stuck.closedByServer(), 'fin');
+	t.like(await app.exitWithin(gracePeriodMs), {code: 0}, app.text().slice(-3000));
+	const summary = app.lines.find(line => line.msg === 'drain finished')!;
+	t.like(summary, {outcome: 'clean', arrivals: 2});
+	t.true(Number(summary['durationMs']) < gracePeriodMs / 2, `not held to the deadline: ${String(summary['durationMs'])} ms`);
 });

@@ -58,7 +58,7 @@ function setup() {
 	};
 
 	/** node:cluster's answer to the worker's listen(): it takes the port's connections from now on. */
-	const listen = (child: FakeChild) => child.send({cmd: 'NODE_CLUSTER', errno: null, key: KEY, ack: seq++, sockname: {address: '127.0.0.1', port: 3000}}, null);
+	const listen = (child: FakeChild, sockname = {address: '127.0.0.1', family: 'IPv4', port: 3000}, key = KEY) => child.send({cmd: 'NODE_CLUSTER', errno: null, key, ack: seq++, sockname}, null);
 	/** node:cluster hands the worker a connection; returns the message's seq. */
 	const handOff = (child: FakeChild, handle: RawHandle) => {
 		const at = seq++;
@@ -152,4 +152,88 @@ test('messages that are not node:cluster\'s pass through send unchanged', t => {
 	const message = {type: 'drain', rejectPeriodMs: 100};
 	t.true(one.send(message));
 	t.is(one.sent.at(-1), message);
+});
+
+/** A connection as node:cluster queues it: a handle with its local address, linked into a ring whose head is the queue. */
+function queue(...locals: Array<{address: string; family: string; port: number}>) {
+	type Node = {_idleNext: Node | null; _idlePrev: Node | null; getsockname?: (out: object) => number};
+	const head: Node = {_idleNext: null, _idlePrev: null};
+	head._idleNext = head;
+	head._idlePrev = head;
+	const handles = locals.map(local => {
+		const handle: Node = {
+			_idleNext: head._idleNext,
+			_idlePrev: head,
+			getsockname(out: object) {
+				Object.assign(out, local);
+				return 0;
+			},
+		};
+		head._idleNext!._idlePrev = handle;
+		head._idleNext = handle;
+		return handle;
+	});
+	return {head, handles, empty: () => head._idleNext === head && head._idlePrev === head};
+}
+
+/** Runs `body` with `process._getActiveHandles()` listing `handles`, as the primary's would. */
+function withActive(handles: readonly object[], body: () => void): void {
+	const real = (process as unknown as {_getActiveHandles: () => unknown[]})._getActiveHandles;
+	(process as unknown as {_getActiveHandles: () => unknown[]})._getActiveHandles = () => [...handles];
+	try {
+		body();
+	} finally {
+		(process as unknown as {_getActiveHandles: () => unknown[]})._getActiveHandles = real;
+	}
+}
+
+test('the last worker leaving a port: node:cluster\'s queue on it is taken whole and left empty; a queue on another address of the same port number is not', t => {
+	const {stranded, fork, listen} = setup();
+	const one = fork(1);
+	// 0.0.0.0:3000, and [::1]:3000 too (the app's two servers): the wildcard's queue is IPv4's alone.
+	listen(one, {address: '0.0.0.0', family: 'IPv4', port: 3000});
+	listen(one, {address: '::1', family: 'IPv6', port: 3000}, '::1:3000:6:-1:1');
+	const mine = queue({address: '127.0.0.1', family: 'IPv4', port: 3000}, {address: '10.0.0.5', family: 'IPv4', port: 3000});
+	const otherAddress = queue({address: '::1', family: 'IPv6', port: 3000});
+	const otherPort = queue({address: '127.0.0.1', family: 'IPv4', port: 3001});
+	withActive([...otherAddress.handles, ...mine.handles, ...otherPort.handles], () => {
+		one.answer({act: 'close', key: KEY, seq: seq++});
+	});
+	t.is(stranded.length, 2);
+	t.true(mine.handles.every(handle => stranded.includes(handle)));
+	t.true(mine.empty(), 'node:cluster closes nothing of it');
+	t.false(otherAddress.empty());
+	t.false(otherPort.empty());
+});
+
+test('a refused connection node:cluster queued again and that was taken with the queue is answered once', async t => {
+	const {stranded, fork, listen, handOff} = setup();
+	const one = fork(1);
+	listen(one);
+	const {handles: [queued], empty} = queue({address: '127.0.0.1', family: 'IPv4', port: 3000});
+	const at = handOff(one, queued!);
+	// The refusal and the close come in one read: node:cluster has queued the refused connection again by the close.
+	one.answer({ack: at, accepted: false});
+	withActive([queued!], () => {
+		one.answer({act: 'close', key: KEY, seq: seq++});
+	});
+	await acted();
+	t.deepEqual(stranded, [queued]);
+	t.true(empty());
+});
+
+test('a worker that exits while still connected stays on its ports until its channel closes, as in node:cluster', t => {
+	const {stranded, fork, listen} = setup();
+	const one = fork(1);
+	listen(one);
+	const {handles, empty} = queue({address: '127.0.0.1', family: 'IPv4', port: 3000});
+	withActive(handles, () => {
+		one.exit();
+	});
+	t.deepEqual(stranded, [], 'node:cluster still has it on the port');
+	withActive(handles, () => {
+		one.closeChannel();
+	});
+	t.deepEqual(stranded, handles);
+	t.true(empty());
 });
