@@ -80,9 +80,8 @@ function handle(worker: Worker): WorkerHandle {
 		},
 		isConnected: () => worker.isConnected(),
 		disconnect() {
-			handoffs.leavingAll(worker.id);
+			handoffs.leave(worker.id);
 			worker.disconnect();
-			handoffs.forget(worker.id);
 		},
 		kill(signal) {
 			worker.process.kill(signal);

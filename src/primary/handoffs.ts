@@ -72,7 +72,7 @@ export class HandoffWatch {
 
 	constructor(private readonly onStranded: (handle: RawHandle) => void) {}
 
-	/** Call right after `cluster.fork()`: node:cluster's listeners must come first. */
+	/** Call right after `cluster.fork()`, before the worker can send anything. */
 	watch(worker: Worker): void {
 		const child = worker.process;
 		const {id} = worker;
@@ -104,8 +104,7 @@ export class HandoffWatch {
 				return;
 			}
 
-			this.leavingAll(id);
-			this.forget(id);
+			this.leave(id);
 			if (child.exitCode !== null || child.signalCode !== null) {
 				this.exited(id);
 			}
@@ -115,16 +114,14 @@ export class HandoffWatch {
 		child.prependListener('exit', leave);
 	}
 
-	/** The primary is about to disconnect this worker (`worker.disconnect()`), which takes it off every port at once. */
-	leavingAll(workerId: number): void {
-		for (const key of this.ports.keys()) {
+	/**
+	 * node:cluster is about to take the worker off every port (the primary's
+	 * `worker.disconnect()`, the worker's 'disconnect' or 'exit'): the queues of
+	 * the ports it was the last on are taken first.
+	 */
+	leave(workerId: number): void {
+		for (const key of [...this.ports.keys()]) {
 			this.leaving(workerId, key);
-		}
-	}
-
-	/** node:cluster has taken the worker off every port (after `worker.disconnect()`, its 'disconnect' or 'exit'). */
-	forget(workerId: number): void {
-		for (const key of this.ports.keys()) {
 			this.left(workerId, key);
 		}
 	}
