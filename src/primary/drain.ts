@@ -566,8 +566,9 @@ export class ClusterDrain {
 			workersLost: lost.length,
 			workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
 			hooksFailed,
-			// Requests the kill or the lost worker cut short: their last known count.
-			responsesCut: lost.reduce((sum, record) => sum + inflightOf(record), 0),
+			// Requests the kill or the lost worker cut short: their last known count;
+			// null when a lost worker's is not known (no helper counts its requests), not 0.
+			responsesCut: lost.some(record => knownInflight(record) === undefined) ? null : lost.reduce((sum, record) => sum + inflightOf(record), 0),
 			// Accepted just as the last worker on their port closed it: answered by the primary (503, or closed).
 			strandedConnections: this.stranded,
 			...this.arrivalSummary(),

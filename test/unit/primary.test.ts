@@ -565,6 +565,19 @@ test('restarts: with another worker serving, failed starts never give up', t => 
 	t.is(p.code(), undefined);
 });
 
+test('drain: a worker without the helper killed at the deadline: responsesCut is null (not known), not 0', async t => {
+	const p = primary({workers: 2});
+	const [a, b] = p.cluster.workers;
+	a!.listen();
+	b!.attach().listen();
+	p.edges.signal('SIGTERM');
+	b!.drained().exit(0);
+	p.clock.advance(TIMELINE.gracePeriodMs);
+	a!.exit(null, 'SIGKILL');
+	t.is(await p.done, ExitCode.DEADLINE);
+	t.like(p.line('drain finished'), {workersLost: 1, responsesCut: null, lost: [{worker: a!.id, inflight: null, killedFor: 'deadline'}]});
+});
+
 test('drain progress tells a worker without the helper from one that has not reported', t => {
 	const p = primary({workers: 3});
 	const [a, b, c] = p.cluster.workers;
