@@ -21,7 +21,7 @@
  * listens) and kills it at the deadline. Its held signal listeners run at that
  * disconnect, or at the reject phase's end if that comes first: listening has
  * stopped, and their usual `server.close(callback)` waits for the connections
- * still open.
+ * still open, which end after their next response (closed-servers.ts).
  */
 import cluster from 'node:cluster';
 import {fileURLToPath} from 'node:url';
@@ -31,6 +31,7 @@ import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js
 import {rejectEndsAt, remaining} from '../timeline.js';
 import {readWorkerEnv} from '../worker-env.js';
 import {leaveSignal, openChannel} from './channel.js';
+import {followServers} from './closed-servers.js';
 import {startHeartbeat} from './heartbeat.js';
 import {answerScrape} from './metrics.js';
 import {callListeners, endsProcess, holdSignalListeners, listenerName, listenersFor} from './signal-listeners.js';
@@ -66,6 +67,8 @@ if (cluster.isWorker && cluster.worker) {
 	});
 
 	startHeartbeat(channel, logger, heartbeat);
+	// Before the app's first listen(): the servers node:cluster's disconnect closes.
+	const servers = followServers();
 
 	// The app's listeners for every signal the primary drains or reloads on, a
 	// `--require` preload's (an APM agent's) included: held from here on.
@@ -128,6 +131,10 @@ if (cluster.isWorker && cluster.worker) {
 		if (held.owner !== 'bootstrap') {
 			return;
 		}
+
+		// The app closes its servers again after node:cluster's disconnect, or
+		// before it: either close succeeds (closed-servers.ts).
+		servers.drain();
 
 		// `pending` until the leave has looked; `done`: the listeners the app had
 		// then ran, and that is all; `late`: it had none (still loading, or

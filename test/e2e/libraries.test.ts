@@ -8,7 +8,7 @@ import {performance} from 'node:perf_hooks';
 import {url} from '../../testkit/net.js';
 import {waitUntil} from '../../testkit/proc.js';
 import {fixture, start, type LogLine, type Proc} from '../helpers/cluster.js';
-import {client} from '../helpers/http.js';
+import {client, RawConnection, type RawResponse} from '../helpers/http.js';
 
 const WORKERS = 2;
 const app = (name: string): string => fixture(`libraries/${name}.mjs`);
@@ -442,3 +442,42 @@ test('without attach(), a shutdown registered lazily after the reject phase ende
 	t.is(cleanupDone(proc).length, 1, proc.text().slice(-3000));
 	t.like(drainFinished(proc), {outcome: 'clean', workersLost: 0});
 });
+
+// The same libraries in an app that never calls attach() (the basic drain).
+// node:cluster's disconnect at the reject phase's end closes the server, and
+// the app's own shutdown, which runs then, closes it again: Node's
+// ERR_SERVER_NOT_RUNNING made terminus and stoppable exit 1 with their
+// cleanup undone (exit 5) and http-terminator's terminate() reject, leaving
+// the worker to the deadline (exit 3). And a keep-alive client that kept
+// sending held lightship's server.close() callback until the deadline.
+const unattached = ['close-with-grace', 'terminus', 'lightship', 'http-terminator', 'stoppable', 'nestjs'] as const;
+for (const name of unattached) {
+	test(`without attach(), ${name}: its second close succeeds and its cleanup runs to its end; a keep-alive client is told Connection: close and gets a FIN; exit 0`, async t => {
+		const proc = await startApp(t, name, {env: {FIXTURE_ATTACH: 'no'}, rejectPeriod: '1s'});
+		const keepAlive = await RawConnection.open(proc.port);
+		t.teardown(() => {
+			keepAlive.close();
+		});
+		const before = await keepAlive.request('/hello');
+		t.like(before, {status: 200, headers: {connection: 'keep-alive'}}, 'before the signal, keep-alive as usual');
+		const slow = [1, 2].map(async () => client(url(proc.port, '/slow?ms=1200')));
+		await proc.waitForLog('fixture request started', {count: 2});
+		proc.kill('SIGTERM');
+		// One request after another on the same connection, as a busy keep-alive
+		// client sends them, until a response says the connection ends.
+		const statuses: number[] = [];
+		let last: RawResponse;
+		do {
+			// eslint-disable-next-line no-await-in-loop
+			last = await keepAlive.request('/hello');
+			statuses.push(last.status);
+		} while (last.headers['connection'] !== 'close');
+		t.true(statuses.every(status => status === 200), `served until its connection closed: ${statuses.join(' ')}`);
+		t.is(await keepAlive.closedByServer(), 'fin', 'the connection ends with a FIN after the response that said so, not a reset');
+		t.deepEqual((await Promise.all(slow)).map(response => response.statusCode), [200, 200], 'the requests in flight finish');
+		t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-4000));
+		t.is(cleanupDone(proc).length, WORKERS, `the cleanup's last step, once per worker:\n${proc.text().slice(-4000)}`);
+		t.falsy(proc.lines.find(line => /ERR_SERVER_NOT_RUNNING|not running/i.test(JSON.stringify(line))), proc.text().slice(-4000));
+		t.like(drainFinished(proc), {outcome: 'clean', exitCode: 0, hooksFailed: 0, workersLost: 0});
+	});
+}
