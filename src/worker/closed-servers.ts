@@ -24,9 +24,9 @@
  *   `'close'` (the callback the app waits for) would wait for the client to
  *   stop, and the connections still idle at the disconnect are closed under
  *   whatever request their client sends just then: a reset. Each request on
- *   an HTTP/1 server from the drain on is still served, with `Connection:
- *   close`: its connection ends after it, and the client's next request
- *   opens a new one, which the reject phase still takes.
+ *   an HTTP/1 server from the drain on is still served; one that lets the
+ *   connection end cleanly (below) with `Connection: close`: its client's
+ *   next request opens a new connection, which the reject phase still takes.
  *
  * The servers are known from node:cluster itself: every `listen()` in a
  * worker asks it for the handle (`cluster._getServer`, not in its types), and
@@ -113,8 +113,16 @@ function closeGracefully(server: net.Server): void {
 }
 
 /**
- * An HTTP/1 server's connections end after their next response. Ahead of the app's listeners, so that the app's own
- * `Connection` header, if it sets one, is the one sent.
+ * An HTTP/1 server's connections end after their next response, when that
+ * closes them cleanly: a request with no body, by an idempotent method.
+ * Node closes the socket as soon as a `Connection: close` response is out,
+ * without reading what the client still sends (`attach()`'s filter reads it
+ * first): an upload the app answered without reading (a 401 before the body
+ * parser) turned that close into a reset that lost the answer, and a second
+ * request pipelined behind the first ran in the app, its response thrown
+ * away. A client retries such a request only when it may (RFC 9110 9.2.2).
+ * Ahead of the app's listeners, so that the app's own `Connection` header, if
+ * it sets one, is the one sent.
  */
 function endConnectionsAfterResponse(server: net.Server): void {
 	// Not on an HTTP/2 server: a 'request' listener there turns on Node's
@@ -124,10 +132,17 @@ function endConnectionsAfterResponse(server: net.Server): void {
 		return;
 	}
 
-	server.prependListener('request', (_request: IncomingMessage, response: unknown) => {
+	server.prependListener('request', (request: IncomingMessage, response: unknown) => {
 		// An HTTP/2 server's compatibility response would refuse the header.
-		if (response instanceof ServerResponse && !response.headersSent) {
+		if (response instanceof ServerResponse && !response.headersSent && endsCleanly(request)) {
 			response.setHeader('Connection', 'close');
 		}
 	});
+}
+
+const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'DELETE', 'PUT', 'TRACE']);
+
+function endsCleanly({method, headers}: IncomingMessage): boolean {
+	const length = headers['content-length'];
+	return IDEMPOTENT.has(method ?? '') && headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
 }

@@ -8,7 +8,7 @@ import {performance} from 'node:perf_hooks';
 import {url} from '../../testkit/net.js';
 import {waitUntil} from '../../testkit/proc.js';
 import {fixture, start, type LogLine, type Proc} from '../helpers/cluster.js';
-import {client, RawConnection, type RawResponse} from '../helpers/http.js';
+import {client, RawConnection, rawExchange, type RawResponse} from '../helpers/http.js';
 
 const WORKERS = 2;
 const app = (name: string): string => fixture(`libraries/${name}.mjs`);
@@ -481,3 +481,29 @@ for (const name of unattached) {
 		t.like(drainFinished(proc), {outcome: 'clean', exitCode: 0, hooksFailed: 0, workersLost: 0});
 	});
 }
+
+test('without attach(), from the drain on: an upload answered without being read gets its answer, pipelined POSTs each theirs; a GET is told Connection: close', async t => {
+	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '3s'});
+	const keepAlive = await RawConnection.open(proc.port);
+	t.teardown(() => {
+		keepAlive.close();
+	});
+	proc.kill('SIGTERM');
+	// The drain has reached the worker once a GET is told the connection ends.
+	let last: RawResponse;
+	do {
+		// eslint-disable-next-line no-await-in-loop
+		last = await keepAlive.request('/hello');
+	} while (last.headers['connection'] !== 'close');
+	// Node closes a Connection: close socket as soon as the response is out,
+	// the body unread: a reset that would throw the 401 away.
+	const size = 8 * 1024 * 1024;
+	const upload = await rawExchange(proc.port, `POST /unread HTTP/1.1\r\nHost: x\r\nContent-Length: ${size}\r\n\r\n${'b'.repeat(size)}`, {until: received => received.includes('unauthorized')});
+	t.regex(upload.received, /^HTTP\/1\.1 401 /, 'the answer to the unread upload arrives');
+	t.notRegex(upload.received, /connection: close/i);
+	// A request pipelined behind one told Connection: close runs, and its response is thrown away: only an idempotent one is told.
+	const post = 'POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n';
+	const pipelined = await rawExchange(proc.port, post + post, {until: received => received.split('hello').length === 3});
+	t.is(pipelined.received.match(/HTTP\/1\.1 200 /g)?.length, 2, pipelined.received);
+	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
+});
