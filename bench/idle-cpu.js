@@ -3,7 +3,10 @@
 // primary running the same app without the helper, each left alone for a
 // while once both workers listen. What `top` shows for a service at rest.
 //
-//   node bench/idle-cpu.js [--rounds 3] [--seconds 10]
+//   node bench/idle-cpu.js [--rounds 3] [--seconds 10] [--cli name=file ...]
+//
+// --cli adds a case: another build's CLI (its dist/bundle/cli.cjs), -w 2, the
+// same app, to measure a change side by side in one run.
 //
 // Each round starts every case in turn (the order rotates), waits 2 s after the
 // workers listen, then counts the CPU of the whole process group (every process
@@ -18,6 +21,7 @@ import {fmt, summary} from './lib/stats.js';
 const {values: flags} = parseArgs({options: {
 	rounds: {type: 'string', default: '3'},
 	seconds: {type: 'string', default: '10'},
+	cli: {type: 'string', multiple: true, default: []},
 }});
 const ROUNDS = Number(flags.rounds);
 const SECONDS = Number(flags.seconds);
@@ -33,6 +37,14 @@ const CASES = {
 	},
 	'hand-written node:cluster primary, 2 workers': async () => ({args: [CLUSTER], env: {BENCH_WRAP: 'none', WORKERS: '2'}}),
 };
+for (const option of flags.cli) {
+	const [name, file] = option.split('=');
+	if (!name || !file) {
+		throw new Error(`--cli ${option}: expected name=path/to/cli.cjs`);
+	}
+
+	CASES[`graceful-cluster -w 2, app with attach() (${name})`] = async () => ({args: [file, '-w', '2', HELLO], env: {BENCH_WRAP: 'attach'}});
+}
 
 /** ms of CPU per second the case's process group used at rest. */
 async function idleCpu(make) {

@@ -16,6 +16,7 @@ import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import type {DrainMessage, InflightMessage} from '../protocol.js';
 import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
+import {LOOP_SAMPLE_MS} from '../worker/heartbeat.js';
 import type {Fleet} from './fleet.js';
 import {ADAPTIVE_FLOOR_MS, decide, mergeArrivals, REPORT_LAG_MS, STALE_REPORT_MS, type ArrivalFigures, type QuietPeer} from './arrivals.js';
 import {hookFailures, inflightOf, isAttached, killReason, knownInflight, lastLive, leftByBasicDrain, placeOf, type WorkerRecord} from './worker-record.js';
@@ -361,7 +362,8 @@ export class ClusterDrain {
 
 		const {health} = record;
 		// A heartbeat after a blocked loop: its backlog of requests is read after it, and reported later still.
-		return health === undefined || this.options.clock.now() - health.at > STALE_REPORT_MS || health.loopDelayMs > REPORT_LAG_MS;
+		// The delay is sampled: a stall may read up to one sample short of its length.
+		return health === undefined || this.options.clock.now() - health.at > STALE_REPORT_MS || health.loopDelayMs + LOOP_SAMPLE_MS > REPORT_LAG_MS;
 	}
 
 	private readonly onMessage = (record: WorkerRecord, message: {type: string}): void => {

@@ -50,7 +50,7 @@ export const METRICS = {
 	drain_duration_seconds: {type: 'gauge', labels: [], help: 'How long the drain has lasted, or lasted once finished; 0 before a drain'},
 	reloads_total: {type: 'counter', labels: ['result'], help: 'Reloads by result (finished, failed, abandoned)'},
 	worker_heartbeat_age_seconds: {type: 'gauge', labels: ['slot', 'role'], help: 'Per worker, seconds since its last heartbeat'},
-	worker_event_loop_delay_seconds: {type: 'gauge', labels: ['slot', 'role'], help: 'Per worker, event-loop delay from its last heartbeat'},
+	worker_event_loop_delay_seconds: {type: 'gauge', labels: ['slot', 'role'], help: 'Per worker, the worst event-loop delay in the second before its last heartbeat: how late a 100 ms timer came (0 at rest; a stall reads within 0.1 s of its length)'},
 	worker_rss_bytes: {type: 'gauge', labels: ['slot', 'role'], help: 'Per worker, resident set size from its last heartbeat'},
 	metrics_scrape_failures_total: {type: 'counter', labels: [], help: 'Workers that did not send their app metrics within the scrape\'s wait (their last values were used)'},
 } as const satisfies Record<string, {type: Kind; labels: readonly string[]; help: string}>;

@@ -15,7 +15,7 @@
  * before the primary kills the process: `--report-on-signal` does not fire
  * while the loop is blocked (RESEARCH-2.md section 4b).
  */
-import type {IntervalHistogram} from 'node:perf_hooks';
+import {systemClock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import {readWorkerEnv, type HeartbeatOptions} from '../worker-env.js';
 import type {WorkerChannel} from './channel.js';
@@ -33,20 +33,71 @@ export const captureAfter = (workerTimeoutMs: number): number => workerTimeoutMs
 /** The settings the primary passed in the worker's environment at fork (worker-env.ts). */
 export const heartbeatOptionsFromEnv = (env: Record<string, string | undefined>): HeartbeatOptions => readWorkerEnv(env).heartbeat;
 
+/**
+ * How often the loop's delay is sampled. A stall shows, in the first sample
+ * after it, within one period of its length (a sample falls due during it);
+ * one shorter than a period may read short. The adaptive reject end reads it
+ * against half a second (primary/arrivals.ts REPORT_LAG_MS). Ten wake-ups a
+ * second: a 20 ms sample cost each idle worker about 3.5 ms of CPU a second
+ * more (bench/idle-cpu.js --cli, side by side).
+ */
+export const LOOP_SAMPLE_MS = 100;
+
+/**
+ * The worst event-loop delay between two beats, from a timer's lateness: how
+ * much later than its period each tick came. Unlike a histogram's `reset()`,
+ * taking the worst keeps the last tick's time, so a stall that begins right
+ * after a beat is measured too; and a delay is the lateness alone, 0 at rest,
+ * not the period plus it.
+ */
+export class LoopDelay {
+	private last: number;
+	private worst = 0;
+
+	constructor(now: number, private readonly periodMs = LOOP_SAMPLE_MS) {
+		this.last = now;
+	}
+
+	/** The sampling timer fired at `now` (ms). */
+	tick(now: number): void {
+		const late = now - this.last - this.periodMs;
+		if (late > this.worst) {
+			this.worst = late;
+		}
+
+		this.last = now;
+	}
+
+	/** The worst delay since the last take, in whole ms; the next period starts from the last tick. */
+	take(): number {
+		const worst = Math.round(this.worst);
+		this.worst = 0;
+		return worst;
+	}
+}
+
 export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: HeartbeatOptions): void {
-	// Made at the first beat: perf_hooks costs about 1.5 ms, and every start,
-	// restart and reload waits for the worker's. So the first beat, a second in,
-	// reports a delay of 0, as a histogram without a sample does; each beat after
-	// it, the worst delay since the one before.
-	let delay: IntervalHistogram | undefined;
 	const beat = options.captureStack && options.workerTimeoutMs > 0 ? startWatchdogThread(options.workerTimeoutMs, channel.workerId, logger) : undefined;
+	// One timer for both: the samples, and a beat at the first sample a second
+	// or more after the last one (at once after a stall). The first beat, a
+	// second in, reports a delay of 0: loading the app is not a stall.
+	const startedAt = systemClock.now();
+	const delay = new LoopDelay(startedAt);
+	let lastBeat = startedAt;
+	let first = true;
 	setInterval(() => {
+		const now = systemClock.now();
+		delay.tick(now);
+		// Half a sample early rather than one late: a timer fires a little
+		// after its period, never before it.
+		if (now - lastBeat < HEARTBEAT_INTERVAL_MS - (LOOP_SAMPLE_MS / 2)) {
+			return;
+		}
+
+		lastBeat = now;
 		const {rss, heapUsed} = process.memoryUsage();
 		const stats = channel.stats?.();
-		// The histogram's max in nanoseconds; 0 before its first sample.
-		const loopDelayMs = delay === undefined ? 0 : Math.round(delay.max / 1e6);
-		delay ??= startDelayHistogram();
-		delay.reset();
+		const loopDelayMs = delay.take();
 		if (beat) {
 			Atomics.add(beat, 0, 1);
 		}
@@ -55,19 +106,12 @@ export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: 
 			type: 'heartbeat',
 			rssBytes: rss,
 			heapUsedBytes: heapUsed,
-			loopDelayMs,
+			loopDelayMs: first ? 0 : loopDelayMs,
 			requests: stats?.requests ?? 0,
 			inflight: stats?.inflight ?? 0,
 		});
-	}, HEARTBEAT_INTERVAL_MS).unref();
-}
-
-function startDelayHistogram(): IntervalHistogram {
-	// The resolution is the histogram's sampling period, not the precision of a
-	// blocked loop's delay (that shows whole, in the first sample after it).
-	const histogram = process.getBuiltinModule('node:perf_hooks').monitorEventLoopDelay({resolution: 20});
-	histogram.enable();
-	return histogram;
+		first = false;
+	}, LOOP_SAMPLE_MS).unref();
 }
 
 function startWatchdogThread(workerTimeoutMs: number, workerId: number, logger: Logger): Int32Array | undefined {

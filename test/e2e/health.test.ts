@@ -33,8 +33,8 @@ async function sample(port: number, ms: number): Promise<{pids: Map<number, numb
 const listeningPids = (lines: readonly LogLine[]): number[] => lines.filter(line => line.msg === 'worker listening').map(line => Number(line['workerPid']));
 
 /** The workers as /status on the --metrics port shows them: `heartbeatAgeMs` is null before a worker's first heartbeat. */
-async function workerStatus(metricsPort: number): Promise<Array<{pid: number; heartbeatAgeMs: number | null}>> {
-	return (JSON.parse((await client(url(metricsPort, '/status'))).body) as {workers: Array<{pid: number; heartbeatAgeMs: number | null}>}).workers;
+async function workerStatus(metricsPort: number): Promise<Array<{pid: number; heartbeatAgeMs: number | null; eventLoopDelayMs: number | null}>> {
+	return (JSON.parse((await client(url(metricsPort, '/status'))).body) as {workers: Array<{pid: number; heartbeatAgeMs: number | null; eventLoopDelayMs: number | null}>}).workers;
 }
 
 /** Starts the cluster with a --metrics port, for /status; resolves once every worker has sent its first heartbeat (a second apart, from its main loop). */
@@ -61,6 +61,19 @@ async function spinningWorker(metricsPort: number): Promise<number> {
 	}, {timeout: 10_000, what: 'a worker\'s heartbeat overdue (the /spin under way)'});
 	return pid!;
 }
+
+test('a stall of the event loop shows in the next heartbeat\'s eventLoopDelayMs, whole; the beat after it reads the loop at rest', async t => {
+	const app = await startBeating(t, [], 1);
+	const delays = async (): Promise<number> => (await workerStatus(app.metricsPort))[0]?.eventLoopDelayMs ?? 0;
+	t.is((await client(url(app.port, '/block?ms=700'))).body, 'done');
+	let seen = 0;
+	await waitUntil(async () => {
+		seen = await delays();
+		return seen >= 600;
+	}, {timeout: 5000, what: 'the 700 ms stall in /status'});
+	t.true(seen <= 1000, `read ${seen} ms for a 700 ms stall`);
+	await waitUntil(async () => (await delays()) < 100, {timeout: 5000, what: 'the beat after it, at rest'});
+});
 
 test.serial('a while(true) worker is killed within --worker-timeout + a few seconds, its stack in the log; a replacement serves, the other worker throughout', async t => {
 	// After each worker's first heartbeat: its counts are in the kill's log line.

@@ -796,3 +796,22 @@ test('drain: the arrivals a worker had counted when its hooks began reach drain 
 	t.is(await p.done, ExitCode.OK);
 	t.like(p.line('drain finished'), {rejected: 4, arrivals: 4});
 });
+
+test('adaptive reject: a worker whose last heartbeat read its loop 450 ms late may still hold unread requests (a sampled stall reads up to 100 ms short): the phase waits for a beat at rest', async t => {
+	const p = primary({adaptiveReject: true, workers: 1});
+	const [a] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	a!.say({type: 'inflight', inflight: 0, served: 0, rejected: 0, upgrades: 0, streams: 0, arrivals: {total: 0, bySecond: [], lastMs: null, lastFrom: null, peers: []}});
+	const beatFor = (ms: number, loopDelayMs: number): void => {
+		for (let at = 0; at < ms; at += 250) {
+			a!.beat({loopDelayMs});
+			p.clock.advance(250);
+		}
+	};
+
+	beatFor(3500, 450);
+	t.false(a!.types.includes('end-reject'), 'past the 3 s floor, still waiting');
+	beatFor(500, 0);
+	t.true(a!.types.includes('end-reject'), 'ended once the loop is at rest');
+	t.like(p.line('reject phase ended early: the load balancers have stopped sending'), {afterMs: 3750});
+});
