@@ -247,7 +247,12 @@ export class Fleet extends EventEmitter<FleetEvents> {
 
 	/**
 	 * Replaced by a reload: a worker with the helper leaves on its own after the
-	 * linger; one without is disconnected.
+	 * linger; one without stops listening at once (its bootstrap), and is
+	 * disconnected after the same linger, meanwhile telling its keep-alive
+	 * clients `Connection: close` (worker/closed-servers.ts): disconnected at
+	 * once, its idle keep-alive connections were closed under the requests
+	 * their clients were sending, a reset each. One that never listened (a
+	 * failed start) has nothing to linger for.
 	 */
 	retire(record: WorkerRecord, lingerMs: number, reason: RetireReason = 'reload', by?: NodeJS.Signals): void {
 		const {state} = record;
@@ -260,7 +265,13 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		// listeners for the signal (worker/bootstrap.ts).
 		this.send(record, {type: 'retire', lingerMs, ...(by ? {signal: by} : {}), ...(reason === 'start-failed' ? {notReady: true} : {})});
 		if (!state.attached) {
-			this.disconnect(record);
+			if (state.name === 'listening' && reason !== 'start-failed') {
+				this.timers.timeout(() => {
+					this.disconnect(record);
+				}, lingerMs);
+			} else {
+				this.disconnect(record);
+			}
 		}
 	}
 

@@ -92,7 +92,7 @@ if (cluster.isWorker && cluster.worker) {
 	}
 
 	// A worker whose app never attached gets the basic drain: the primary
-	// disconnects it when the reject phase ends (at once in a reload). Nothing
+	// disconnects it when the reject phase ends (in a reload, after the linger). Nothing
 	// here knows its requests, so the app's own shutdown runs then, from the
 	// leave message's timeline: waiting for the disconnect would wait for every
 	// connection to close, which a gRPC client channel never does before the
@@ -133,8 +133,18 @@ if (cluster.isWorker && cluster.worker) {
 		}
 
 		// The app closes its servers again after node:cluster's disconnect, or
-		// before it: either close succeeds (closed-servers.ts).
+		// before it: either close succeeds (closed-servers.ts). Retired by a
+		// reload, the worker stops listening now and is disconnected after the
+		// linger (primary/fleet.ts retire); its keep-alive clients are told
+		// meanwhile that their connections end.
 		servers.drain();
+		if (message.type === 'retire') {
+			servers.stopListening();
+		}
+
+		held.listenOurselves('disconnect', () => {
+			servers.disconnected();
+		});
 
 		// `pending` until the leave has looked; `done`: the listeners the app had
 		// then ran, and that is all; `late`: it had none (still loading, or
@@ -195,7 +205,7 @@ if (cluster.isWorker && cluster.worker) {
 			}
 		};
 
-		const at = message.type === 'drain' ? rejectEndsAt(remaining(message, performance.now() - receivedAt)) : 0;
+		const at = message.type === 'drain' ? rejectEndsAt(remaining(message, performance.now() - receivedAt)) : message.lingerMs;
 		const timer = setTimeout(() => {
 			// Not listening yet (node:cluster's own word for it, `worker.state`,
 			// which it sets on a server's first 'listening'; not in its types): the

@@ -43,6 +43,18 @@ type CloseCallback = (error?: Error) => void;
 export interface ClosedServers {
 	/** The drain began: the servers listening now, and any that listens later, get the above. */
 	drain(): void;
+	/**
+	 * A reload retires this worker: its servers stop listening now (node:cluster
+	 * hands new connections to the others), their connections stay open for
+	 * the linger, told `Connection: close` (above).
+	 */
+	stopListening(): void;
+	/**
+	 * The primary disconnected this worker: each server is closed again, as
+	 * node:cluster's disconnect closes those still listening, so that the idle
+	 * connections stopListening() kept open are closed too.
+	 */
+	disconnected(): void;
 }
 
 /** Follows the worker's servers from its first `listen()`; a no-op where node:cluster has no `_getServer` (another Node). */
@@ -68,6 +80,8 @@ export function followServers(): ClosedServers {
 		};
 	}
 
+	// The servers the drain follows: stopListening() and disconnected() act on them.
+	const drained = new Set<net.Server>();
 	return {
 		drain() {
 			if (draining) {
@@ -77,9 +91,27 @@ export function followServers(): ClosedServers {
 			draining = true;
 			for (const server of servers) {
 				closeGracefully(server);
+				drained.add(server);
 			}
 
 			servers.clear();
+		},
+		stopListening() {
+			for (const server of drained) {
+				if (server.listening) {
+					// net's own close: node:http's would close the idle connections at once too.
+					Reflect.apply(net.Server.prototype.close, server, []);
+				} else {
+					drained.delete(server);
+				}
+			}
+		},
+		disconnected() {
+			for (const server of drained) {
+				server.close();
+			}
+
+			drained.clear();
 		},
 	};
 }

@@ -429,6 +429,20 @@ test('reload: a worker without the warm-up (no attach(), an older helper) replac
 	t.deepEqual(a!.types, ['retire']);
 });
 
+test('reload: an old worker without attach() lingers like an attached one before it is disconnected (at once, its idle keep-alive connections were reset)', async t => {
+	const p = primary({workers: 1});
+	const a = p.cluster.workers[0]!.listen();
+	p.edges.signal('SIGHUP');
+	p.cluster.workers[1]!.listen();
+	await flush();
+	t.deepEqual(a.types, ['retire']);
+	t.is(a.disconnectCalls, 0, 'not at once');
+	p.clock.advance(RETIRE_LINGER_MS - 1);
+	t.is(a.disconnectCalls, 0);
+	p.clock.advance(1);
+	t.is(a.disconnectCalls, 1, 'after the linger');
+});
+
 test('reload: a member still starting when the signal came is replaced too, once it listens (it may run the old release)', async t => {
 	const p = primary({workers: 2});
 	const [a, b] = p.serveAll();
