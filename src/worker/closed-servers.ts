@@ -25,8 +25,9 @@
  *   stop, and the connections still idle at the disconnect are closed under
  *   whatever request their client sends just then: a reset. Each request on
  *   an HTTP/1 server from the drain on is still served; one that lets the
- *   connection end cleanly (below) with `Connection: close`: its client's
- *   next request opens a new connection, which the reject phase still takes.
+ *   connection end cleanly (below) with `Connection: close`, as is a response
+ *   already on its way (`endInFlight`): its client's next request opens a new
+ *   connection, which the reject phase still takes.
  *
  * The servers are known from node:cluster itself: every `listen()` in a
  * worker asks it for the handle (`cluster._getServer`, not in its types), and
@@ -100,6 +101,7 @@ export function followServers(): ClosedServers {
 			for (const server of drained) {
 				if (server.listening) {
 					// net's own close: node:http's would close the idle connections at once too.
+					endInFlight(server);
 					Reflect.apply(net.Server.prototype.close, server, []);
 				} else {
 					drained.delete(server);
@@ -125,6 +127,7 @@ function closeGracefully(server: net.Server): void {
 
 	wrapped.add(server);
 	endConnectionsAfterResponse(server);
+	endInFlight(server);
 	// Whatever `close` is in place (an own one of a library's included) stays
 	// the one called; ours decides only what the callback hears.
 	const close = server.close;
@@ -133,6 +136,7 @@ function closeGracefully(server: net.Server): void {
 		const callback = typeof args[0] === 'function' ? args[0] as CloseCallback : undefined;
 		if (this.listening || !callback) {
 			// A first close, or one without a callback: Node's own, unchanged.
+			endInFlight(this);
 			return Reflect.apply(close, this, args) as net.Server;
 		}
 
@@ -177,4 +181,25 @@ const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'DELETE', 'PUT', 'TRACE'])
 function endsCleanly({method, headers}: IncomingMessage): boolean {
 	const length = headers['content-length'];
 	return IDEMPOTENT.has(method ?? '') && headers['transfer-encoding'] === undefined && (length === undefined || length === '0');
+}
+
+/**
+ * The responses on their way when the drain begins or the server closes,
+ * whose headers are not out yet: told `Connection: close` too, once their
+ * request has been read whole (nothing left unread for Node's close to turn
+ * into a reset). Left keep-alive, such a connection outlived the disconnect's
+ * close of the idle ones, and the app's `server.close(callback)` waited for
+ * Node's `keepAliveTimeout`: with 65 s (behind an ALB), until the deadline.
+ * node:http keeps its connections under an internal symbol; without it (another
+ * Node), nothing is done.
+ */
+function endInFlight(server: net.Server): void {
+	const key = Object.getOwnPropertySymbols(server).find(symbol => symbol.description === 'http.server.connections');
+	const connections = key === undefined ? undefined : (server as unknown as Record<symbol, {all?: () => Array<{socket?: {_httpMessage?: unknown} | null}>} | undefined>)[key];
+	for (const parser of connections?.all?.() ?? []) {
+		const response = parser.socket?._httpMessage;
+		if (response instanceof ServerResponse && !response.headersSent && response.req.complete) {
+			response.setHeader('Connection', 'close');
+		}
+	}
 }

@@ -507,3 +507,20 @@ test('without attach(), from the drain on: an upload answered without being read
 	t.is(pipelined.received.match(/HTTP\/1\.1 200 /g)?.length, 2, pipelined.received);
 	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
 });
+
+test('without attach(), a keep-alive response still on its way across the reject phase\'s end is told Connection: close: the worker leaves when it is out, not at keepAliveTimeout (65 s) or the deadline', async t => {
+	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '500ms', env: {FIXTURE_KEEP_ALIVE_MS: '65000'}});
+	const keepAlive = await RawConnection.open(proc.port);
+	t.teardown(() => {
+		keepAlive.close();
+	});
+	const slow = keepAlive.request('/slow?ms=1500');
+	await proc.waitForLog('fixture request started');
+	const signalledAt = performance.now();
+	proc.kill('SIGTERM');
+	t.like(await slow, {status: 200, headers: {connection: 'close'}});
+	t.is(await keepAlive.closedByServer(), 'fin');
+	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
+	const tookMs = performance.now() - signalledAt;
+	t.true(tookMs < 5000, `left ${Math.round(tookMs)} ms after the signal`);
+});
