@@ -483,7 +483,8 @@ for (const name of unattached) {
 }
 
 test('without attach(), from the drain on: an upload answered without being read gets its answer, pipelined POSTs each theirs; a GET is told Connection: close', async t => {
-	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '3s'});
+	// Long enough for an 8 MB upload in a loaded CI run: the port closes when it ends.
+	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '8s'});
 	const keepAlive = await RawConnection.open(proc.port);
 	t.teardown(() => {
 		keepAlive.close();
