@@ -12,12 +12,15 @@
 import {setImmediate} from 'node:timers/promises';
 import {ExitCode} from './exit-codes.js';
 import {printOnly} from './print-only.js';
+import {own, SignalGuard} from './own-signals.js';
 import {HANDLED_SIGNALS} from './signals.js';
 
+// Before our own: what is on these signals now is a preload's (own-signals.ts).
+const guard = new SignalGuard(HANDLED_SIGNALS);
 const early: NodeJS.Signals[] = [];
-const hold = (signal: NodeJS.Signals): void => {
+const hold = own((signal: NodeJS.Signals): void => {
 	early.push(signal);
-};
+});
 
 for (const signal of HANDLED_SIGNALS) {
 	process.on(signal, hold);
@@ -70,6 +73,7 @@ void import('./main.js').then(loaded => {
 	await setImmediate();
 	return main({
 		early,
+		guard,
 		release() {
 			for (const signal of HANDLED_SIGNALS) {
 				process.off(signal, hold);

@@ -8,6 +8,7 @@ import {UsageError} from './errors.js';
 import {ExitCode} from './exit-codes.js';
 import {createLogger, syncWriter} from './logger.js';
 import {damagedFiles} from './install-check.js';
+import type {SignalGuard} from './own-signals.js';
 import {FILES_JSON} from './package-files.js';
 import {Primary} from './primary/index.js';
 import {chooseLogFormat, prettySink} from './primary/log-format.js';
@@ -18,9 +19,11 @@ export interface EarlySignals {
 	readonly early: readonly NodeJS.Signals[];
 	/** Takes the holding handlers off; the primary's are on by then. */
 	release(): void;
+	/** Sets aside the signal listeners that are not the primary's (own-signals.ts). */
+	readonly guard: Pick<SignalGuard, 'reportTo'>;
 }
 
-export async function main({early, release}: EarlySignals): Promise<never> {
+export async function main({early, release, guard}: EarlySignals): Promise<never> {
 	let result: ParseResult;
 	try {
 		// yargs only when the quick read leaves it something to do (command-line.ts).
@@ -73,6 +76,10 @@ export async function main({early, release}: EarlySignals): Promise<never> {
 		}
 
 		process.exit(ExitCode.INTERNAL);
+	});
+
+	guard.reportTo(({signal, listener}) => {
+		logger.warn({signal, listener}, 'a signal listener that is not graceful-cluster\'s was set aside in the primary');
 	});
 
 	// Its constructor installs the signal handlers; then the held ones go, and

@@ -10,6 +10,7 @@ import cluster, {type Address, type Worker} from 'node:cluster';
 import type {EventEmitter} from 'node:events';
 import type {Readable} from 'node:stream';
 import {systemClock, type Clock} from '../clock.js';
+import {own} from '../own-signals.js';
 import {HandoffWatch, type RawHandle} from './handoffs.js';
 
 /** What the fleet needs of one forked worker: a subset of `cluster.Worker`. */
@@ -103,6 +104,6 @@ export const realEdges: ProcessEdges = {
 		},
 	},
 	onSignal(signal, handler) {
-		process.on(signal, handler);
+		process.on(signal, own(handler));
 	},
 };

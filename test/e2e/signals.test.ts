@@ -1,5 +1,5 @@
 // Signals from every side: straight to a worker, to the whole process group, twice.
-import test from 'ava';
+import test, {type ExecutionContext} from 'ava';
 import {readFileSync} from 'node:fs';
 import os from 'node:os';
 import {url} from '../../testkit/net.js';
@@ -106,6 +106,42 @@ test('a CPU profiler started in a --require preload (an APM agent\'s) keeps samp
 
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());
+});
+
+const SET_ASIDE = 'a signal listener that is not graceful-cluster\'s was set aside in the primary';
+
+/** The CLI with test/fixtures/exiting-preload.cjs in NODE_OPTIONS, both its listeners set aside in the primary, and a 1.2 s request started. */
+async function withExitingPreload(t: ExecutionContext) {
+	const app = await startCluster(t, ['--reject-period', '300ms', '--grace-period', '10s'], fixture('app.mjs'), {env: {NODE_OPTIONS: `--require ${fixture('exiting-preload.cjs')}`}});
+	// The late SIGINT listener too: the primary's and both workers'.
+	await app.waitForLog('preload late listener added', {count: 3});
+	await app.waitForLog(SET_ASIDE, {count: 2});
+	const slow = client(url(app.port, '/slow?ms=1200'));
+	await app.waitForLog('fixture request started');
+	return {app, slow};
+}
+
+test('a NODE_OPTIONS preload\'s SIGTERM listener that exits (OpenTelemetry\'s guide) does not end the primary: it is set aside there, named in a warning, and runs in each worker after the drain', async t => {
+	const {app, slow} = await withExitingPreload(t);
+	t.deepEqual(app.lines.filter(line => line.msg === SET_ASIDE).map(line => [line['signal'], line['listener']]).sort(), [['SIGINT', 'lateAgentExit'], ['SIGTERM', 'otelShutdown']]);
+	app.kill('SIGTERM');
+	const done = await slow;
+	t.is(done.statusCode, 200);
+	t.is(done.body.length, 100_000);
+	t.is((await app.exited).code, 0, app.text());
+	const ran = app.lines.filter(line => line.msg === 'preload listener ran');
+	t.deepEqual(ran.map(line => `${line['role']} ${line['what']}`), ['worker SIGTERM', 'worker SIGTERM']);
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', served: 1});
+});
+
+test('Ctrl-C to the group with a preload\'s SIGINT listener that exits at once: the primary drains, the request in flight finishes', async t => {
+	const {app, slow} = await withExitingPreload(t);
+	app.killGroup('SIGINT');
+	const done = await slow;
+	t.is(done.statusCode, 200);
+	t.is(done.body.length, 100_000);
+	t.is((await app.exited).code, 0, app.text());
+	t.false(app.lines.some(line => line.msg === 'preload listener ran' && line['role'] === 'primary'), app.text());
 });
 
 test('SIGQUIT to the group (Ctrl-\\) drains like SIGTERM: the request in flight finishes, exit 0', async t => {

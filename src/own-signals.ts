@@ -1,0 +1,83 @@
+/**
+ * The primary's signals are its own. A preload in NODE_OPTIONS (`--require
+ * ./tracing.js`, an APM agent's) runs in every Node process started with it:
+ * in the primary as well as in each worker, where it is meant for the app.
+ * OpenTelemetry's getting-started tracing.js ends with
+ * `process.on('SIGTERM', () => sdk.shutdown().finally(() => process.exit(0)))`:
+ * in the primary, that exit ended the cluster at the signal with code 0, the
+ * workers went with it, and every request in flight was cut.
+ *
+ * So in the primary, a listener on a signal it handles (signals.ts) is set
+ * aside unless it is one of ours (`own`): taken off as soon as it is added,
+ * and named in a warning once the logger exists (main.ts). In the workers the
+ * same listener stays the app's: the bootstrap holds it and runs it after the
+ * drain (worker/signal-listeners.ts).
+ *
+ * Loaded by the shim (cli.ts) before anything else: small, no imports.
+ */
+
+/** Marks a listener of ours; `Symbol.for`, as the CLI's two bundle files each may hold a copy of this module. */
+const OWN = Symbol.for('graceful-cluster.own-signal-listener');
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Listener = (...args: any[]) => void;
+
+/** `listener`, marked as the primary's own: the guard lets it be. */
+export function own<T extends Listener>(listener: T): T {
+	(listener as unknown as Record<symbol, boolean>)[OWN] = true;
+	return listener;
+}
+
+const isOwn = (listener: Listener): boolean => (listener as unknown as Record<symbol, boolean | undefined>)[OWN] === true;
+
+/** A listener taken off the primary: its signal and its function's name. */
+export interface SetAside {
+	readonly signal: NodeJS.Signals;
+	readonly listener: string;
+}
+
+export class SignalGuard {
+	/** Set aside before anyone asked to hear of it (the logger comes later). */
+	private readonly pending: SetAside[] = [];
+	private report: ((setAside: SetAside) => void) | undefined;
+
+	/** Takes off the listeners on `signals` already there (every one a preload's), and every later one not marked `own`. */
+	constructor(signals: readonly NodeJS.Signals[]) {
+		const watched = new Set<string | symbol>(signals);
+		for (const signal of signals) {
+			for (const listener of process.listeners(signal)) {
+				this.setAside(signal, listener as Listener);
+			}
+		}
+
+		// 'newListener' comes before the listener is added: it is taken off a
+		// microtask later, before any signal can be delivered (signals come from
+		// the event loop).
+		process.on('newListener', (event: string | symbol, listener: Listener) => {
+			if (watched.has(event) && !isOwn(listener)) {
+				queueMicrotask(() => {
+					this.setAside(event as NodeJS.Signals, listener);
+				});
+			}
+		});
+	}
+
+	/** Hears of each listener set aside: the earlier ones now, later ones as they come. */
+	reportTo(report: (setAside: SetAside) => void): void {
+		this.report = report;
+		for (const setAside of this.pending.splice(0)) {
+			report(setAside);
+		}
+	}
+
+	private setAside(signal: NodeJS.Signals, listener: Listener): void {
+		// removeListener finds a `once` wrapper by the function it wraps.
+		process.removeListener(signal, listener);
+		const setAside = {signal, listener: listener.name || 'an anonymous function'};
+		if (this.report) {
+			this.report(setAside);
+		} else {
+			this.pending.push(setAside);
+		}
+	}
+}
