@@ -569,8 +569,10 @@ export class ClusterDrain {
 			workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
 			hooksFailed,
 			// Requests the kill or the lost worker cut short: their last known count;
-			// null when a lost worker's is not known (no helper counts its requests), not 0.
-			responsesCut: lost.some(record => knownInflight(record) === undefined) ? null : lost.reduce((sum, record) => sum + inflightOf(record), 0),
+			// null when one is not known, not 0: a lost worker without the helper,
+			// or one that left by itself (the basic drain), whose own exit may have
+			// cut requests nobody counted.
+			responsesCut: lost.some(record => knownInflight(record) === undefined) || this.workers.some(record => !isAttached(record.state) && placeOf(record.state).name !== 'starting') ? null : lost.reduce((sum, record) => sum + inflightOf(record), 0),
 			// Accepted just as the last worker on their port closed it: answered by the primary (503, or closed).
 			strandedConnections: this.stranded,
 			...this.arrivalSummary(),

@@ -16,9 +16,12 @@
  * - **a second close that succeeds**: `close(callback)` on a server already
  *   closed calls back without an error once it has closed (its last
  *   connection ended), as `attach()`'s filter does (http1-filter.ts
- *   `closeAgain`). Node's own second close is still made, without the
- *   callback: it closes the connections idle by then and emits `'close'`
- *   again if nothing is left.
+ *   `closeAgain`). Node's own second close is not made: it would emit
+ *   `'close'` again, and an app that ends its pool there ends it twice.
+ * - **its connections closed once idle**: once it is closed, each connection
+ *   is closed when its last response is out, not only those idle at the
+ *   close (`closeWhenIdle`): a stream, an upload, or a request pipelined
+ *   behind another kept the worker until `keepAliveTimeout`.
  * - **`Connection: close` from the drain on**: a keep-alive client keeps
  *   sending requests on a connection it already has, so a closed server's
  *   `'close'` (the callback the app waits for) would wait for the client to
@@ -109,8 +112,11 @@ export function followServers(): ClosedServers {
 			}
 		},
 		disconnected() {
+			// Not a close of ours: a closed server's second close emits 'close'
+			// again, and an app that ends its pool there ends it twice.
 			for (const server of drained) {
-				server.close();
+				endInFlight(server);
+				closeWhenIdle(server);
 			}
 
 			drained.clear();
@@ -128,24 +134,56 @@ function closeGracefully(server: net.Server): void {
 	wrapped.add(server);
 	endConnectionsAfterResponse(server);
 	endInFlight(server);
+	// Closed already: it listened, and no longer does. Its 'close' is out once
+	// its last connection has ended.
+	let listened = server.listening;
+	let closeEmitted = false;
+	server.on('listening', () => {
+		listened = true;
+		closeEmitted = false;
+	});
+	server.on('close', () => {
+		closeEmitted = true;
+	});
 	// Whatever `close` is in place (an own one of a library's included) stays
-	// the one called; ours decides only what the callback hears.
+	// the one called for a first close; ours decides only what a second one does.
 	const close = server.close;
 	// eslint-disable-next-line func-names
 	server.close = function (this: net.Server, ...args: unknown[]): net.Server {
-		const callback = typeof args[0] === 'function' ? args[0] as CloseCallback : undefined;
-		if (this.listening || !callback) {
-			// A first close, or one without a callback: Node's own, unchanged.
+		if (this.listening || !listened) {
 			endInFlight(this);
-			return Reflect.apply(close, this, args) as net.Server;
+			const result = Reflect.apply(close, this, args) as net.Server;
+			// node:cluster's disconnect waits for this close, its last connection
+			// ended, before it disconnects the worker.
+			if (!this.listening) {
+				closeWhenIdle(this);
+			}
+
+			return result;
 		}
 
-		// Closed already: the callback hears the close itself, not an error.
-		this.once('close', () => {
-			callback();
-		});
-		return Reflect.apply(close, this, []) as net.Server;
+		// Node's own close would emit 'close' again (an app that ends its pool
+		// there ends it twice) and call back with ERR_SERVER_NOT_RUNNING. What it
+		// does besides, closing the connections idle by now, is done here; the
+		// callback hears the close itself.
+		endInFlight(this);
+		closeWhenIdle(this);
+		const callback = typeof args[0] === 'function' ? args[0] as CloseCallback : undefined;
+		if (callback && closeEmitted) {
+			process.nextTick(callback);
+		} else if (callback) {
+			this.once('close', () => {
+				callback();
+			});
+		}
+
+		return this;
 	} as net.Server['close'];
+}
+
+/** node:http's, on an HTTP/1 or HTTPS server; a plain net.Server has no idle connections it knows of. */
+function closeIdleConnections(server: net.Server): void {
+	(server as {closeIdleConnections?: () => void}).closeIdleConnections?.();
 }
 
 /**
@@ -170,10 +208,31 @@ function endConnectionsAfterResponse(server: net.Server): void {
 
 	server.prependListener('request', (request: IncomingMessage, response: unknown) => {
 		// An HTTP/2 server's compatibility response would refuse the header.
-		if (response instanceof ServerResponse && !response.headersSent && endsCleanly(request)) {
-			response.setHeader('Connection', 'close');
+		if (!(response instanceof ServerResponse)) {
+			return;
+		}
+
+		// Pipelined behind a response told to end the connection: that one keeps
+		// it after all (this request runs in the app now, and its response would
+		// be thrown away), if its headers are not out yet; this one may end it.
+		const ahead = (request.socket as {_httpMessage?: unknown} | null)?._httpMessage;
+		if (ahead instanceof ServerResponse && ahead !== response && told.has(ahead) && !ahead.headersSent) {
+			ahead.removeHeader('Connection');
+			told.delete(ahead);
+		}
+
+		if (!response.headersSent && endsCleanly(request)) {
+			tellClose(response);
 		}
 	});
+}
+
+/** The responses told `Connection: close` here, not by the app. */
+const told = new WeakSet<ServerResponse>();
+
+function tellClose(response: ServerResponse): void {
+	response.setHeader('Connection', 'close');
+	told.add(response);
 }
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'DELETE', 'PUT', 'TRACE']);
@@ -190,16 +249,62 @@ function endsCleanly({method, headers}: IncomingMessage): boolean {
  * into a reset). Left keep-alive, such a connection outlived the disconnect's
  * close of the idle ones, and the app's `server.close(callback)` waited for
  * Node's `keepAliveTimeout`: with 65 s (behind an ALB), until the deadline.
- * node:http keeps its connections under an internal symbol; without it (another
- * Node), nothing is done.
+ * Not one with a request pipelined behind it, read already (the parser's
+ * `incoming` is that later one): it runs in the app, and its response would be
+ * thrown away with the connection; closeWhenIdle() ends such a connection.
  */
 function endInFlight(server: net.Server): void {
-	const key = Object.getOwnPropertySymbols(server).find(symbol => symbol.description === 'http.server.connections');
-	const connections = key === undefined ? undefined : (server as unknown as Record<symbol, {all?: () => Array<{socket?: {_httpMessage?: unknown} | null}>} | undefined>)[key];
-	for (const parser of connections?.all?.() ?? []) {
+	for (const parser of connectionsOf(server)?.all() ?? []) {
 		const response = parser.socket?._httpMessage;
-		if (response instanceof ServerResponse && !response.headersSent && response.req.complete) {
-			response.setHeader('Connection', 'close');
+		if (response instanceof ServerResponse && !response.headersSent && response.req.complete && (parser.incoming == null || parser.incoming === response.req)) {
+			tellClose(response);
 		}
 	}
+}
+
+const watched = new WeakSet<ServerResponse>();
+
+/**
+ * The server is closed: each of its connections is closed as soon as it is
+ * idle, its last response out, not only those idle now (node:http's
+ * `closeIdleConnections()`). One still answering (a stream, an upload, the
+ * requests pipelined behind one) would otherwise stay open until the client
+ * left or `keepAliveTimeout` (65 s behind an ALB) passed, and the worker with
+ * it, to the deadline. Node's own check counts a response ended but not yet
+ * written out as idle, and destroys it; 'finish' comes once it is written.
+ */
+function closeWhenIdle(server: net.Server): void {
+	const connections = connectionsOf(server);
+	if (connections === undefined) {
+		closeIdleConnections(server);
+		return;
+	}
+
+	const idle = new Set(connections.idle());
+	for (const parser of connections.all()) {
+		const socket = parser.socket;
+		const response = socket?._httpMessage;
+		if (response instanceof ServerResponse) {
+			if (!watched.has(response)) {
+				watched.add(response);
+				// After Node's own 'finish' listener, which hands the connection to the response pipelined next, if any.
+				response.once('finish', () => setImmediate(closeWhenIdle, server));
+			}
+		} else if (socket && idle.has(parser)) {
+			socket.destroy();
+		}
+	}
+}
+
+interface Parser {
+	readonly socket?: (net.Socket & {_httpMessage?: unknown}) | null;
+	/** The last request this connection's parser read. */
+	readonly incoming?: unknown;
+}
+
+/** node:http's list of a server's connections, under an internal symbol; undefined without it (another Node, a plain net.Server). */
+function connectionsOf(server: net.Server): {all(): Parser[]; idle(): Parser[]} | undefined {
+	const key = Object.getOwnPropertySymbols(server).find(symbol => symbol.description === 'http.server.connections');
+	const connections = key === undefined ? undefined : (server as unknown as Record<symbol, Partial<{all(): Parser[]; idle(): Parser[]}> | undefined>)[key];
+	return typeof connections?.all === 'function' && typeof connections.idle === 'function' ? connections as {all(): Parser[]; idle(): Parser[]} : undefined;
 }

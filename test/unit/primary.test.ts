@@ -592,6 +592,29 @@ test('drain: a worker without the helper killed at the deadline: responsesCut is
 	t.like(p.line('drain finished'), {workersLost: 1, responsesCut: null, lost: [{worker: a!.id, inflight: null, killedFor: 'deadline'}]});
 });
 
+test('drain: a worker without the helper that leaves by itself: clean, but responsesCut is null (its own exit may have cut requests nobody counted), not 0', async t => {
+	const p = primary({workers: 2});
+	const [a, b] = p.cluster.workers;
+	a!.listen();
+	b!.attach().listen();
+	p.edges.signal('SIGTERM');
+	b!.drained().exit(0);
+	a!.exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'clean', workersLost: 0, responsesCut: null});
+});
+
+test('drain: attached workers, and one still starting that never listened: responsesCut is 0', async t => {
+	const p = primary({workers: 2});
+	const [a, b] = p.cluster.workers;
+	b!.attach().listen();
+	p.edges.signal('SIGTERM');
+	b!.drained().exit(0);
+	a!.exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'clean', workersLost: 0, responsesCut: 0});
+});
+
 test('drain progress tells a worker without the helper from one that has not reported', t => {
 	const p = primary({workers: 3});
 	const [a, b, c] = p.cluster.workers;
