@@ -188,7 +188,8 @@ function closeIdleConnections(server: net.Server): void {
 
 /**
  * An HTTP/1 server's connections end after their next response, when that
- * closes them cleanly: a request with no body, by an idempotent method.
+ * closes them cleanly: at once for a request with no body, by an idempotent
+ * method; any other once the app has read it whole.
  * Node closes the socket as soon as a `Connection: close` response is out,
  * without reading what the client still sends (`attach()`'s filter reads it
  * first): an upload the app answered without reading (a 401 before the body
@@ -221,8 +222,25 @@ function endConnectionsAfterResponse(server: net.Server): void {
 			told.delete(ahead);
 		}
 
-		if (!response.headersSent && endsCleanly(request)) {
+		if (response.headersSent) {
+			return;
+		}
+
+		if (endsCleanly(request)) {
 			tellClose(response);
+		} else {
+			// A body, or another method: once the app has read the request whole
+			// (a JSON API's POST, its body parsed before it answers), nothing is
+			// left unread for the close to turn into a reset. A POST client does
+			// not send its request again on a connection closed under it: told,
+			// it moves on to a new one. One the app answers unread is not told.
+			request.once('end', () => {
+				const parser = (request.socket as {parser?: {incoming?: unknown} | null} | null)?.parser;
+				// Not over a Connection header of the app's own.
+				if (!response.headersSent && !response.hasHeader('connection') && (parser?.incoming == null || parser.incoming === request)) {
+					tellClose(response);
+				}
+			});
 		}
 	});
 }

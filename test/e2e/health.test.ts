@@ -196,7 +196,7 @@ test.serial('readiness checks: pass, throw, reject, false, time out (sharing one
 async function recycleUnderLoad(t: ExecutionContext, options: string[], reason: 'requests' | 'memory', trigger?: (port: number) => Promise<void>) {
 	const app = await startCluster(t, ['--reject-period', '300ms', '--grace-period', '10s', ...options], APP);
 	const oldPids = listeningPids(app.lines);
-	const load = steadyLoad(app.port, 6);
+	const load = steadyLoad(app.port, {clients: 6});
 	t.teardown(async () => load.stop());
 	await load.more(100);
 	await trigger?.(app.port);

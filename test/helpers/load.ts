@@ -15,8 +15,8 @@ export interface Load {
 	more(n: number): Promise<void>;
 }
 
-/** Keep-alive clients in a loop, bounded in count and time; every outcome recorded. */
-export function steadyLoad(port: number, clients = 8, maxMs = 30_000, maxRequests = 50_000): Load {
+/** Keep-alive clients in a loop, bounded in count and time; every outcome recorded. `post`: each a POST with a small body (a JSON API's). */
+export function steadyLoad(port: number, {clients = 8, maxMs = 30_000, maxRequests = 50_000, post = false}: {clients?: number; maxMs?: number; maxRequests?: number; post?: boolean} = {}): Load {
 	const agent = new http.Agent({keepAlive: true, maxSockets: clients});
 	const keepAliveClient = got.extend({retry: {limit: 0}, throwHttpErrors: false, agent: {http: agent}, timeout: {request: 10_000}});
 	const results: Load['results'] = [];
@@ -28,7 +28,7 @@ export function steadyLoad(port: number, clients = 8, maxMs = 30_000, maxRequest
 		while (!stopped && Date.now() < until && results.length < maxRequests) {
 			try {
 				// eslint-disable-next-line no-await-in-loop
-				const response = await keepAliveClient(url(port, '/pid'));
+				const response = await keepAliveClient(url(port, '/pid'), post ? {method: 'POST', json: {order: results.length}} : {});
 				results.push({status: response.statusCode, pid: Number(response.body), connection: response.headers.connection});
 			} catch (error) {
 				results.push({error: (error as {code?: string}).code ?? String(error)});
