@@ -39,6 +39,7 @@
  */
 import cluster from 'node:cluster';
 import {ServerResponse, type IncomingMessage} from 'node:http';
+import type {Http2Session} from 'node:http2';
 import net from 'node:net';
 
 type GetServer = (server: unknown, ...rest: unknown[]) => unknown;
@@ -72,6 +73,7 @@ export function followServers(): ClosedServers {
 		host._getServer = function (this: unknown, server: unknown, ...rest: unknown[]): unknown {
 			// A dgram socket asks too; only a net.Server has connections to close.
 			if (server instanceof net.Server) {
+				followSessions(server);
 				if (draining) {
 					closeGracefully(server);
 				} else {
@@ -203,7 +205,7 @@ function endConnectionsAfterResponse(server: net.Server): void {
 	// Not on an HTTP/2 server: a 'request' listener there turns on Node's
 	// compatibility layer for every stream, a gRPC server's too, whose calls
 	// it then drops.
-	if (typeof (server as {updateSettings?: unknown}).updateSettings === 'function') {
+	if (isHttp2(server)) {
 		return;
 	}
 
@@ -292,6 +294,13 @@ const watched = new WeakSet<ServerResponse>();
  * written out as idle, and destroys it; 'finish' comes once it is written.
  */
 function closeWhenIdle(server: net.Server): void {
+	for (const session of sessionsOf.get(server) ?? []) {
+		// A GOAWAY: the streams under way finish, then the session closes.
+		if (!session.closed && !session.destroyed) {
+			session.close();
+		}
+	}
+
 	const connections = connectionsOf(server);
 	if (connections === undefined) {
 		closeIdleConnections(server);
@@ -312,6 +321,32 @@ function closeWhenIdle(server: net.Server): void {
 			socket.destroy();
 		}
 	}
+}
+
+const isHttp2 = (server: net.Server): boolean => typeof (server as {updateSettings?: unknown}).updateSettings === 'function';
+
+/**
+ * An HTTP/2 server's sessions, from its listen on. Node 20's close of an
+ * HTTP/2 server leaves them open (its docs: call each session's close()), and
+ * a client keeps its session, idle or sending new streams that the app still
+ * serves: the worker stayed until the client left or the deadline killed it
+ * (exit 3). Node keeps no list of them; a listener on 'session' (not
+ * 'stream' or 'request', which a gRPC server's calls pass through) costs one
+ * call a connection.
+ */
+const sessionsOf = new WeakMap<net.Server, Set<Http2Session>>();
+
+function followSessions(server: net.Server): void {
+	if (!isHttp2(server) || sessionsOf.has(server)) {
+		return;
+	}
+
+	const sessions = new Set<Http2Session>();
+	sessionsOf.set(server, sessions);
+	server.on('session', (session: Http2Session) => {
+		sessions.add(session);
+		session.once('close', () => sessions.delete(session));
+	});
 }
 
 interface Parser {

@@ -195,6 +195,35 @@ test.serial('h2c, SIGHUP: the retiring worker notifies its sessions at once and 
 	t.deepEqual(app.lines.filter(line => line.level === 'error' || line.level === 'fatal'), []);
 });
 
+// Node 20 closes an HTTP/2 server without a word to its sessions: a client keeps
+// its session, and the worker stayed until the deadline killed it (exit 3).
+for (const signal of ['SIGTERM', 'SIGHUP'] as const) {
+	test.serial(`h2c without attach(), ${signal}: a session still open gets a GOAWAY once the server is closed, the stream in flight completes, and the worker leaves, not at the deadline`, async t => {
+		t.timeout(40_000);
+		const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', `${GRACE_MS}ms`], fixture('http2.mjs'), {workers: 1, env: {FIXTURE_SERVER: 'h2c', FIXTURE_NO_ATTACH: '1'}});
+		const client = connect(t, app.port);
+		t.like(await client.request('/'), {status: 200});
+		const slow = client.request('/slow?ms=1500');
+		await app.waitForLog('fixture request started');
+		const signalledAt = Date.now();
+		app.kill(signal);
+		const goaway = await client.goaway();
+		t.is(goaway.code, 0);
+		t.like(await slow, {status: 200}, 'the stream under way is served whole');
+		const closedAt = await client.closed;
+		t.true(closedAt - signalledAt < 5000, `the session closed ${closedAt - signalledAt} ms after the signal`);
+		if (signal === 'SIGHUP') {
+			await app.waitForLog(line => line.msg === 'worker exited' && line['workerRole'] === 'retiring', {timeout: 15_000});
+			t.like(await connect(t, app.port).request('/'), {status: 200, body: 'hello'});
+			app.kill('SIGTERM');
+		}
+
+		t.is((await app.exited).code, 0, app.text());
+		t.true(Date.now() - signalledAt < GRACE_MS, 'not the deadline');
+		t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0, workersLost: 0});
+	});
+}
+
 test.serial('h2c under load through the reject phase\'s end: a pool that opens a new session on each GOAWAY; every stream on a session a worker took is answered (200, 503) or refused (REFUSED_STREAM), never reset; rejected is the client\'s count of 503s', async t => {
 	t.timeout(40_000);
 	const app = await startCluster(t, ['--reject-period', '1s', '--grace-period', `${GRACE_MS}ms`], fixture('http2.mjs'), {env: {FIXTURE_SERVER: 'h2c'}});
