@@ -76,7 +76,7 @@ void import('./main.js').then(loaded => {
 		guard,
 		release() {
 			for (const signal of HANDLED_SIGNALS) {
-				process.off(signal, hold);
+				guard.release(signal, hold);
 			}
 		},
 	});

@@ -78,8 +78,12 @@ export async function main({early, release, guard}: EarlySignals): Promise<never
 		process.exit(ExitCode.INTERNAL);
 	});
 
-	guard.reportTo(({signal, listener}) => {
-		logger.warn({signal, listener}, 'a signal listener that is not graceful-cluster\'s was set aside in the primary');
+	guard.reportTo(({signal, listener, action}) => {
+		if (action === 'set aside') {
+			logger.warn({signal, listener}, 'a signal listener that is not graceful-cluster\'s was set aside in the primary');
+		} else {
+			logger.warn({signal, listener}, 'another module took graceful-cluster\'s signal listener off in the primary; it is back');
+		}
 	});
 
 	// Its constructor installs the signal handlers; then the held ones go, and

@@ -30,16 +30,22 @@ export function own<T extends Listener>(listener: T): T {
 
 const isOwn = (listener: Listener): boolean => (listener as unknown as Record<symbol, boolean | undefined>)[OWN] === true;
 
-/** A listener taken off the primary: its signal and its function's name. */
+/**
+ * A listener taken off the primary (`set aside`), or one of ours that another
+ * module took off (`process.removeAllListeners('SIGTERM')`), `put back`: its
+ * signal and its function's name.
+ */
 export interface SetAside {
 	readonly signal: NodeJS.Signals;
 	readonly listener: string;
+	readonly action: 'set aside' | 'put back';
 }
 
 export class SignalGuard {
 	/** Set aside before anyone asked to hear of it (the logger comes later). */
 	private readonly pending: SetAside[] = [];
 	private report: ((setAside: SetAside) => void) | undefined;
+	private releasing = false;
 
 	/** Takes off the listeners on `signals` already there (every one a preload's), and every later one not marked `own`. */
 	constructor(signals: readonly NodeJS.Signals[]) {
@@ -60,6 +66,28 @@ export class SignalGuard {
 				});
 			}
 		});
+		// Without ours, the signal's default action ends the primary at once, the
+		// workers with it. Ours are all `on`, never `once`: only release() takes one off.
+		process.on('removeListener', (event: string | symbol, listener: Listener) => {
+			if (watched.has(event) && isOwn(listener) && !this.releasing) {
+				queueMicrotask(() => {
+					if (!process.listeners(event as NodeJS.Signals).includes(listener)) {
+						process.on(event as NodeJS.Signals, listener);
+						this.tell({signal: event as NodeJS.Signals, listener: listener.name || 'an anonymous function', action: 'put back'});
+					}
+				});
+			}
+		});
+	}
+
+	/** Takes off a listener of ours, for good. */
+	release(signal: NodeJS.Signals, listener: Listener): void {
+		this.releasing = true;
+		try {
+			process.removeListener(signal, listener);
+		} finally {
+			this.releasing = false;
+		}
 	}
 
 	/** Hears of each listener set aside: the earlier ones now, later ones as they come. */
@@ -73,7 +101,10 @@ export class SignalGuard {
 	private setAside(signal: NodeJS.Signals, listener: Listener): void {
 		// removeListener finds a `once` wrapper by the function it wraps.
 		process.removeListener(signal, listener);
-		const setAside = {signal, listener: listener.name || 'an anonymous function'};
+		this.tell({signal, listener: listener.name || 'an anonymous function', action: 'set aside'});
+	}
+
+	private tell(setAside: SetAside): void {
 		if (this.report) {
 			this.report(setAside);
 		} else {

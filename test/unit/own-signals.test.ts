@@ -25,14 +25,37 @@ test.serial('listeners there before the guard and added after it are taken off a
 	const reported: SetAside[] = [];
 	guard.reportTo(setAside => reported.push(setAside));
 	t.deepEqual(reported, [
-		{signal: 'SIGVTALRM', listener: 'preloadExit'},
-		{signal: 'SIGXCPU', listener: 'lateOnce'},
-		{signal: 'SIGVTALRM', listener: 'an anonymous function'},
+		{signal: 'SIGVTALRM', listener: 'preloadExit', action: 'set aside'},
+		{signal: 'SIGXCPU', listener: 'lateOnce', action: 'set aside'},
+		{signal: 'SIGVTALRM', listener: 'an anonymous function', action: 'set aside'},
 	]);
 
 	process.on('SIGVTALRM', function later() {});
 	await Promise.resolve();
-	t.like(reported.at(-1), {signal: 'SIGVTALRM', listener: 'later'});
-	process.removeListener('SIGXCPU', ours);
+	t.like(reported.at(-1), {signal: 'SIGVTALRM', listener: 'later', action: 'set aside'});
+	guard.release('SIGXCPU', ours);
+	await Promise.resolve();
+	t.is(process.listenerCount('SIGXCPU'), 0, 'released: off for good');
 	process.removeListener('SIGPWR', noop);
+});
+
+test.serial('a listener of ours another module takes off (removeAllListeners) is put back and reported; one taken off by release() is not', async t => {
+	const guard = new SignalGuard(['SIGTTIN']);
+	const reported: SetAside[] = [];
+	guard.reportTo(setAside => reported.push(setAside));
+	const ours = own(function drainOnSignal(): void {});
+	const hold = own(function hold(): void {});
+	process.on('SIGTTIN', ours);
+	process.on('SIGTTIN', hold);
+	process.removeAllListeners('SIGTTIN');
+	await Promise.resolve();
+	// Node takes them off last first.
+	t.deepEqual(process.listeners('SIGTTIN').map(listener => listener.name).sort(), ['drainOnSignal', 'hold']);
+	t.deepEqual(reported.map(setAside => setAside.listener).sort(), ['drainOnSignal', 'hold']);
+	t.true(reported.every(setAside => setAside.signal === 'SIGTTIN' && setAside.action === 'put back'));
+	guard.release('SIGTTIN', hold);
+	guard.release('SIGTTIN', ours);
+	await Promise.resolve();
+	t.is(process.listenerCount('SIGTTIN'), 0);
+	t.is(reported.length, 2);
 });
