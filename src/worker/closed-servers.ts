@@ -18,10 +18,10 @@
  *   connection ended), as `attach()`'s filter does (http1-filter.ts
  *   `closeAgain`). Node's own second close is not made: it would emit
  *   `'close'` again, and an app that ends its pool there ends it twice.
- * - **its connections closed once idle**: once it is closed, each connection
- *   is closed when its last response is out, not only those idle at the
- *   close (`closeWhenIdle`): a stream, an upload, or a request pipelined
- *   behind another kept the worker until `keepAliveTimeout`.
+ * - **its connections closed once done**: once it is closed, each connection
+ *   is closed when its last response is out and its client quiet, not only
+ *   those idle at the close (`closeWhenIdle`): a stream, an upload, or a
+ *   request pipelined behind another kept the worker until `keepAliveTimeout`.
  * - **`Connection: close` from the drain on**: a keep-alive client keeps
  *   sending requests on a connection it already has, so a closed server's
  *   `'close'` (the callback the app waits for) would wait for the client to
@@ -38,9 +38,11 @@
  * before the drain.
  */
 import cluster from 'node:cluster';
-import {ServerResponse, type IncomingMessage} from 'node:http';
+import {ServerResponse, type IncomingMessage, type Server as HttpServer} from 'node:http';
 import type {Http2Session} from 'node:http2';
 import net from 'node:net';
+import {FIRST_REQUEST_WAIT_MS, LINGER_MAX_MS} from './filter.js';
+import {closeLingering, connectionsOf, isClosing} from './http1-connections.js';
 
 type GetServer = (server: unknown, ...rest: unknown[]) => unknown;
 type CloseCallback = (error?: Error) => void;
@@ -237,9 +239,8 @@ function endConnectionsAfterResponse(server: net.Server): void {
 			// not send its request again on a connection closed under it: told,
 			// it moves on to a new one. One the app answers unread is not told.
 			request.once('end', () => {
-				const parser = (request.socket as {parser?: {incoming?: unknown} | null} | null)?.parser;
 				// Not over a Connection header of the app's own.
-				if (!response.headersSent && !response.hasHeader('connection') && (parser?.incoming == null || parser.incoming === request)) {
+				if (!response.headersSent && !response.hasHeader('connection') && (request.socket === null || (lastRequest(request.socket) ?? request) === request)) {
 					tellClose(response);
 				}
 			});
@@ -274,24 +275,26 @@ function endsCleanly({method, headers}: IncomingMessage): boolean {
  * thrown away with the connection; closeWhenIdle() ends such a connection.
  */
 function endInFlight(server: net.Server): void {
-	for (const parser of connectionsOf(server)?.all() ?? []) {
-		const response = parser.socket?._httpMessage;
-		if (response instanceof ServerResponse && !response.headersSent && response.req.complete && (parser.incoming == null || parser.incoming === response.req)) {
+	for (const socket of connectionsOf(server as HttpServer) ?? []) {
+		const response = (socket as HttpSocket)._httpMessage;
+		if (response instanceof ServerResponse && !response.headersSent && response.req.complete && (lastRequest(socket) ?? response.req) === response.req) {
 			tellClose(response);
 		}
 	}
 }
 
-const watched = new WeakSet<ServerResponse>();
+type HttpSocket = net.Socket & {_httpMessage?: unknown; parser?: {incoming?: IncomingMessage | null} | null};
+
+/** The last request the connection's parser read (Node's `socket.parser`, while the connection is open). */
+const lastRequest = (socket: net.Socket): IncomingMessage | undefined => (socket as HttpSocket).parser?.incoming ?? undefined;
 
 /**
- * The server is closed: each of its connections is closed as soon as it is
- * idle, its last response out, not only those idle now (node:http's
+ * The server is closed: each of its connections is closed once nothing is
+ * left for it to do, not only those idle now (node:http's
  * `closeIdleConnections()`). One still answering (a stream, an upload, the
  * requests pipelined behind one) would otherwise stay open until the client
  * left or `keepAliveTimeout` (65 s behind an ALB) passed, and the worker with
- * it, to the deadline. Node's own check counts a response ended but not yet
- * written out as idle, and destroys it; 'finish' comes once it is written.
+ * it, to the deadline. HTTP/2 sessions get a GOAWAY.
  */
 function closeWhenIdle(server: net.Server): void {
 	for (const session of sessionsOf.get(server) ?? []) {
@@ -301,26 +304,63 @@ function closeWhenIdle(server: net.Server): void {
 		}
 	}
 
-	const connections = connectionsOf(server);
-	if (connections === undefined) {
+	const sockets = connectionsOf(server as HttpServer);
+	if (sockets === undefined) {
 		closeIdleConnections(server);
 		return;
 	}
 
-	const idle = new Set(connections.idle());
-	for (const parser of connections.all()) {
-		const socket = parser.socket;
-		const response = socket?._httpMessage;
-		if (response instanceof ServerResponse) {
-			if (!watched.has(response)) {
-				watched.add(response);
-				// After Node's own 'finish' listener, which hands the connection to the response pipelined next, if any.
-				response.once('finish', () => setImmediate(closeWhenIdle, server));
-			}
-		} else if (socket && idle.has(parser)) {
-			socket.destroy();
-		}
+	for (const socket of sockets) {
+		endWhenDone(socket);
 	}
+}
+
+const followed = new WeakSet<net.Socket>();
+
+/**
+ * Closes a connection once its last response is out and the client has sent
+ * nothing more for FIRST_REQUEST_WAIT_MS, with a FIN after the bytes still
+ * queued (http1-connections.ts `closeLingering`), not a `destroy()`. A
+ * response whose headers went out before the drain told the client the
+ * connection stays open, and a client with requests queued (a pool) sends the
+ * next within a round trip of reading it: destroyed right after the
+ * response's 'finish' (its last bytes in the kernel, not at the client), that
+ * request met a closed socket, whose reset threw away the megabytes of the
+ * response the client had not read yet (19.2 of 20 MB, a clean end), or was
+ * itself reset. Waited for, it is served, with `Connection: close` where that
+ * ends the connection cleanly (above).
+ */
+function endWhenDone(socket: net.Socket): void {
+	if (followed.has(socket)) {
+		return;
+	}
+
+	followed.add(socket);
+	// What the client had sent when we last looked: a request since moves the count.
+	let readBefore = socket.bytesRead;
+	const look = (): void => {
+		if (socket.destroyed || isClosing(socket)) {
+			return;
+		}
+
+		const response = (socket as HttpSocket)._httpMessage;
+		if (response instanceof ServerResponse) {
+			// Answering: after Node's own 'finish' listener, which hands the
+			// connection to the response pipelined next, if any.
+			response.once('finish', () => {
+				readBefore = socket.bytesRead;
+				setTimeout(look, FIRST_REQUEST_WAIT_MS);
+			});
+		} else if (socket.bytesRead === readBefore) {
+			closeLingering(socket, LINGER_MAX_MS, () => {});
+		} else {
+			// The client sent something since (a request answered meanwhile, or one still arriving): it may have more.
+			readBefore = socket.bytesRead;
+			setTimeout(look, FIRST_REQUEST_WAIT_MS);
+		}
+	};
+
+	look();
 }
 
 const isHttp2 = (server: net.Server): boolean => typeof (server as {updateSettings?: unknown}).updateSettings === 'function';
@@ -347,17 +387,4 @@ function followSessions(server: net.Server): void {
 		sessions.add(session);
 		session.once('close', () => sessions.delete(session));
 	});
-}
-
-interface Parser {
-	readonly socket?: (net.Socket & {_httpMessage?: unknown}) | null;
-	/** The last request this connection's parser read. */
-	readonly incoming?: unknown;
-}
-
-/** node:http's list of a server's connections, under an internal symbol; undefined without it (another Node, a plain net.Server). */
-function connectionsOf(server: net.Server): {all(): Parser[]; idle(): Parser[]} | undefined {
-	const key = Object.getOwnPropertySymbols(server).find(symbol => symbol.description === 'http.server.connections');
-	const connections = key === undefined ? undefined : (server as unknown as Record<symbol, Partial<{all(): Parser[]; idle(): Parser[]}> | undefined>)[key];
-	return typeof connections?.all === 'function' && typeof connections.idle === 'function' ? connections as {all(): Parser[]; idle(): Parser[]} : undefined;
 }

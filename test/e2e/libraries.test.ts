@@ -4,8 +4,11 @@
 // (test/fixtures/libraries/: one small app per library.)
 import test from 'ava';
 import type {ExecutionContext} from 'ava';
+import {once} from 'node:events';
 import http from 'node:http';
+import net from 'node:net';
 import {performance} from 'node:perf_hooks';
+import {setTimeout as sleep} from 'node:timers/promises';
 import {url} from '../../testkit/net.js';
 import {waitUntil} from '../../testkit/proc.js';
 import {fixture, start, type LogLine, type Proc} from '../helpers/cluster.js';
@@ -616,5 +619,44 @@ test('without attach(), a response streaming at a reload, its headers out alread
 	const tookMs = performance.now() - signalledAt;
 	t.true(tookMs < 5000, `the retired worker left ${Math.round(tookMs)} ms after the signal`);
 	proc.kill('SIGTERM');
+	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
+});
+
+test('without attach(), a slow reader of an 8 MB keep-alive response sends its next request 200 ms after the server wrote the last bytes: it gets all 8 MB and the answer, then the connection closes', async t => {
+	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '300ms'});
+	const socket = net.connect(proc.port, '127.0.0.1');
+	t.teardown(() => {
+		socket.destroy();
+	});
+	await once(socket, 'connect');
+	let received = 0;
+	let text = '';
+	let error: string | undefined;
+	socket.on('error', (cause: NodeJS.ErrnoException) => {
+		error = cause.code;
+	});
+	// About 4 MB a second: the kernel holds the response's last megabytes when the app's 'finish' comes.
+	socket.on('data', (chunk: Buffer) => {
+		received += chunk.length;
+		text = (text + chunk.toString('latin1', Math.max(0, chunk.length - 200))).slice(-400);
+		socket.pause();
+		setTimeout(() => socket.resume(), chunk.length / 4096);
+	});
+	const closed = once(socket, 'close');
+	socket.write('GET /big HTTP/1.1\r\nHost: x\r\n\r\n');
+	await proc.waitForLog('fixture request started');
+	proc.kill('SIGTERM');
+	// Its headers went out keep-alive, before the drain: the client may send another
+	// request, and does, 200 ms after the server's 'finish' (part of the scenario, not
+	// a wait: a client still reading, or one that reads the response whole first).
+	await proc.waitForLog('fixture request finished', {timeout: 15_000});
+	await sleep(200);
+	t.true(received < 8 * 1024 * 1024, `still reading: ${received} bytes so far`);
+	socket.write('GET /hello HTTP/1.1\r\nHost: x\r\n\r\n');
+	await closed;
+	t.is(error, undefined, 'no reset');
+	const size = 8 * 1024 * 1024;
+	t.true(received > size, `received ${received} bytes`);
+	t.regex(text, /\r\n\r\nhello$/, 'the request sent after the last bytes is answered');
 	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
 });
