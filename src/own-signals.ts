@@ -28,6 +28,9 @@ export function own<T extends Listener>(listener: T): T {
 	return listener;
 }
 
+/** `process.listeners()` for any event, typed once. */
+const listenersOf = (event: string): Listener[] => process.listeners(event as NodeJS.Signals) as Listener[];
+
 const isOwn = (listener: Listener): boolean => (listener as unknown as Record<symbol, boolean | undefined>)[OWN] === true;
 
 /**
@@ -56,28 +59,45 @@ export class SignalGuard {
 			}
 		}
 
+		// Node's own listeners on these two events turn a listener on a signal
+		// into the process's handler of it, and back. A bare
+		// `process.removeAllListeners()` takes them off too: ours, put back
+		// alone, would handle nothing.
+		const wiring = (['newListener', 'removeListener'] as const).map(event => [event, listenersOf(event).filter(listener => /^(?:start|stop)ListeningIfSignal$/.test(listener.name))] as const);
 		// 'newListener' comes before the listener is added: it is taken off a
 		// microtask later, before any signal can be delivered (signals come from
 		// the event loop).
-		process.on('newListener', (event: string | symbol, listener: Listener) => {
+		const onNew = (event: string | symbol, listener: Listener): void => {
 			if (watched.has(event) && !isOwn(listener)) {
 				queueMicrotask(() => {
 					this.setAside(event as NodeJS.Signals, listener);
 				});
 			}
-		});
+		};
+
 		// Without ours, the signal's default action ends the primary at once, the
 		// workers with it. Ours are all `on`, never `once`: only release() takes one off.
-		process.on('removeListener', (event: string | symbol, listener: Listener) => {
+		const onRemove = (event: string | symbol, listener: Listener): void => {
 			if (watched.has(event) && isOwn(listener) && !this.releasing) {
 				queueMicrotask(() => {
+					for (const [name, listeners] of [...wiring, ['newListener', [onNew]], ['removeListener', [onRemove]]] as const) {
+						for (const each of listeners) {
+							if (!listenersOf(name).includes(each)) {
+								process.on(name as NodeJS.Signals, each);
+							}
+						}
+					}
+
 					if (!process.listeners(event as NodeJS.Signals).includes(listener)) {
 						process.on(event as NodeJS.Signals, listener);
 						this.tell({signal: event as NodeJS.Signals, listener: listener.name || 'an anonymous function', action: 'put back'});
 					}
 				});
 			}
-		});
+		};
+
+		process.on('newListener', onNew);
+		process.on('removeListener', onRemove);
 	}
 
 	/** Takes off a listener of ours, for good. */

@@ -137,6 +137,7 @@ function closeGracefully(server: net.Server): void {
 
 	wrapped.add(server);
 	endConnectionsAfterResponse(server);
+	dropAfterOwnClose(server);
 	endInFlight(server);
 	// Closed already: it listened, and no longer does. Its 'close' is out once
 	// its last connection has ended.
@@ -222,7 +223,8 @@ function endConnectionsAfterResponse(server: net.Server): void {
 		// be thrown away), if its headers are not out yet; this one may end it.
 		const ahead = (request.socket as {_httpMessage?: unknown} | null)?._httpMessage;
 		if (ahead instanceof ServerResponse && ahead !== response && told.has(ahead) && !ahead.headersSent) {
-			ahead.removeHeader('Connection');
+			// Said, not left out: an HTTP/1.0 client reads no header as a close.
+			ahead.setHeader('Connection', 'keep-alive');
 			told.delete(ahead);
 		}
 
@@ -254,6 +256,30 @@ const told = new WeakSet<ServerResponse>();
 function tellClose(response: ServerResponse): void {
 	response.setHeader('Connection', 'close');
 	told.add(response);
+}
+
+/**
+ * A request that arrives on a connection after our FIN (closeWhenIdle): the
+ * client sent it before it saw the close (the keep-alive race), and will see
+ * the connection end without an answer. Node's parser still reads it, and
+ * the app would run it (a POST that charges a card) with its answer thrown
+ * away: it never reaches the app. From the drain on only, on HTTP/1 servers:
+ * `emit` is wrapped then, not while serving.
+ */
+function dropAfterOwnClose(server: net.Server): void {
+	if (isHttp2(server)) {
+		return;
+	}
+
+	const emit = server.emit;
+	// eslint-disable-next-line func-names
+	server.emit = function (this: net.Server, event: string | symbol, ...args: unknown[]): boolean {
+		if ((event === 'request' || event === 'checkContinue' || event === 'upgrade') && isClosing((args[0] as IncomingMessage).socket)) {
+			return true;
+		}
+
+		return Reflect.apply(emit, this, [event, ...args]) as boolean;
+	} as net.Server['emit'];
 }
 
 const IDEMPOTENT = new Set(['GET', 'HEAD', 'OPTIONS', 'DELETE', 'PUT', 'TRACE']);

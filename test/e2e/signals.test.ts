@@ -144,19 +144,21 @@ test('Ctrl-C to the group with a preload\'s SIGINT listener that exits at once: 
 	t.false(app.lines.some(line => line.msg === 'preload listener ran' && line['role'] === 'primary'), app.text());
 });
 
-test('a preload that takes every SIGTERM listener off in the primary (removeAllListeners): ours is put back, with a warning; SIGTERM still drains, the request in flight finishes', async t => {
-	const app = await startCluster(t, ['--reject-period', '300ms', '--grace-period', '10s'], fixture('app.mjs'), {env: {NODE_OPTIONS: `--require ${fixture('exiting-preload.cjs')}`, PRELOAD_REMOVE_ALL: '1'}});
-	await app.waitForLog('preload removed every SIGTERM listener');
-	t.like(await app.waitForLog('another module took graceful-cluster\'s signal listener off in the primary; it is back'), {signal: 'SIGTERM'});
-	const slow = client(url(app.port, '/slow?ms=1200'));
-	await app.waitForLog('fixture request started');
-	app.kill('SIGTERM');
-	const done = await slow;
-	t.is(done.statusCode, 200);
-	t.is(done.body.length, 100_000);
-	t.is((await app.exited).code, 0, app.text());
-	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', served: 1});
-});
+for (const removed of ['SIGTERM', 'every'] as const) {
+	test(`a preload that takes ${removed === 'every' ? 'every listener of every event' : 'every SIGTERM listener'} off in the primary (removeAllListeners): ours is put back, with a warning; SIGTERM still drains, the request in flight finishes`, async t => {
+		const app = await startCluster(t, ['--reject-period', '300ms', '--grace-period', '10s'], fixture('app.mjs'), {env: {NODE_OPTIONS: `--require ${fixture('exiting-preload.cjs')}`, PRELOAD_REMOVE_ALL: removed}});
+		await app.waitForLog('preload removed the listeners');
+		t.like(await app.waitForLog('another module took graceful-cluster\'s signal listener off in the primary; it is back'), {signal: 'SIGTERM'});
+		const slow = client(url(app.port, '/slow?ms=1200'));
+		await app.waitForLog('fixture request started');
+		app.kill('SIGTERM');
+		const done = await slow;
+		t.is(done.statusCode, 200);
+		t.is(done.body.length, 100_000);
+		t.is((await app.exited).code, 0, app.text());
+		t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', served: 1});
+	});
+}
 
 test('SIGQUIT to the group (Ctrl-\\) drains like SIGTERM: the request in flight finishes, exit 0', async t => {
 	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', '10s'], fixture('app.mjs'));
