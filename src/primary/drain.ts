@@ -557,6 +557,11 @@ export class ClusterDrain {
 		const counts = this.workers.map(record => sinceSignal(countsOf(record.report, 0), this.before.get(record)));
 		const sum = (field: keyof CountsAtSignal): number => counts.reduce((total, each) => total + each[field], 0);
 		const [served, aborted, rejected] = [sum('served'), sum('aborted'), sum('rejected')];
+		// Requests the kill or the lost worker cut short are known from the last
+		// counts, but for a lost worker without the helper, or one that left by
+		// itself in the basic drain, whose own exit may have cut requests nobody
+		// counted: not known then (null), not 0.
+		const cutKnown = !lost.some(record => knownInflight(record) === undefined) && !this.workers.some(record => !isAttached(record.state) && placeOf(record.state).name !== 'starting');
 		const summary = {
 			signal: this.signal,
 			durationMs,
@@ -568,11 +573,7 @@ export class ClusterDrain {
 			workersLost: lost.length,
 			workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
 			hooksFailed,
-			// Requests the kill or the lost worker cut short: their last known count;
-			// null when one is not known, not 0: a lost worker without the helper,
-			// or one that left by itself (the basic drain), whose own exit may have
-			// cut requests nobody counted.
-			responsesCut: lost.some(record => knownInflight(record) === undefined) || this.workers.some(record => !isAttached(record.state) && placeOf(record.state).name !== 'starting') ? null : lost.reduce((sum, record) => sum + inflightOf(record), 0),
+			responsesCut: cutKnown ? lost.reduce((sum, record) => sum + inflightOf(record), 0) : null,
 			// Accepted just as the last worker on their port closed it: answered by the primary (503, or closed).
 			strandedConnections: this.stranded,
 			...this.arrivalSummary(),

@@ -119,7 +119,6 @@ export function followServers(): ClosedServers {
 			// Not a close of ours: a closed server's second close emits 'close'
 			// again, and an app that ends its pool there ends it twice.
 			for (const server of drained) {
-				endInFlight(server);
 				closeWhenIdle(server);
 			}
 
@@ -139,28 +138,29 @@ function closeGracefully(server: net.Server): void {
 	endConnectionsAfterResponse(server);
 	dropAfterOwnClose(server);
 	endInFlight(server);
-	// Closed already: it listened, and no longer does. Its 'close' is out once
-	// its last connection has ended.
-	let listened = server.listening;
-	let closeEmitted = false;
+	// `open` once it listened; `closed` once its 'close' is out (its last
+	// connection ended after its close). Not listening while `open`: closed,
+	// its connections still ending.
+	let state: 'unopened' | 'open' | 'closed' = server.listening ? 'open' : 'unopened';
 	server.on('listening', () => {
-		listened = true;
-		closeEmitted = false;
+		state = 'open';
 	});
 	server.on('close', () => {
-		closeEmitted = true;
+		state = 'closed';
 	});
 	// Whatever `close` is in place (an own one of a library's included) stays
 	// the one called for a first close; ours decides only what a second one does.
 	const close = server.close;
 	// eslint-disable-next-line func-names
 	server.close = function (this: net.Server, ...args: unknown[]): net.Server {
-		if (this.listening || !listened) {
-			endInFlight(this);
+		if (this.listening || state === 'unopened') {
 			const result = Reflect.apply(close, this, args) as net.Server;
 			// node:cluster's disconnect waits for this close, its last connection
-			// ended, before it disconnects the worker.
-			if (!this.listening) {
+			// ended, before it disconnects the worker. A library's own close may
+			// close later: its responses on their way are told meanwhile.
+			if (this.listening) {
+				endInFlight(this);
+			} else {
 				closeWhenIdle(this);
 			}
 
@@ -171,10 +171,9 @@ function closeGracefully(server: net.Server): void {
 		// there ends it twice) and call back with ERR_SERVER_NOT_RUNNING. What it
 		// does besides, closing the connections idle by now, is done here; the
 		// callback hears the close itself.
-		endInFlight(this);
 		closeWhenIdle(this);
 		const callback = typeof args[0] === 'function' ? args[0] as CloseCallback : undefined;
-		if (callback && closeEmitted) {
+		if (callback && state === 'closed') {
 			process.nextTick(callback);
 		} else if (callback) {
 			this.once('close', () => {
@@ -320,9 +319,11 @@ const lastRequest = (socket: net.Socket): IncomingMessage | undefined => (socket
  * `closeIdleConnections()`). One still answering (a stream, an upload, the
  * requests pipelined behind one) would otherwise stay open until the client
  * left or `keepAliveTimeout` (65 s behind an ALB) passed, and the worker with
- * it, to the deadline. HTTP/2 sessions get a GOAWAY.
+ * it, to the deadline. The responses on their way are told first
+ * (`endInFlight`); HTTP/2 sessions get a GOAWAY.
  */
 function closeWhenIdle(server: net.Server): void {
+	endInFlight(server);
 	for (const session of sessionsOf.get(server) ?? []) {
 		// A GOAWAY: the streams under way finish, then the session closes.
 		if (!session.closed && !session.destroyed) {

@@ -121,6 +121,17 @@ async function withExitingPreload(t: ExecutionContext) {
 	return {app, slow};
 }
 
+/** A 1.2 s request in flight when `send` signals: it is served whole, and the CLI exits 0. */
+async function inFlightFinishes(t: ExecutionContext, app: Awaited<ReturnType<typeof startCluster>>, send: () => void): Promise<void> {
+	const slow = client(url(app.port, '/slow?ms=1200'));
+	await app.waitForLog('fixture request started');
+	send();
+	const done = await slow;
+	t.is(done.statusCode, 200);
+	t.is(done.body.length, 100_000);
+	t.is((await app.exited).code, 0, app.text());
+}
+
 test('a NODE_OPTIONS preload\'s SIGTERM listener that exits (OpenTelemetry\'s guide) does not end the primary: it is set aside there, named in a warning, and runs in each worker after the drain', async t => {
 	const {app, slow} = await withExitingPreload(t);
 	t.deepEqual(app.lines.filter(line => line.msg === SET_ASIDE).map(line => [line['signal'], line['listener']]).sort(), [['SIGINT', 'lateAgentExit'], ['SIGTERM', 'otelShutdown']]);
@@ -149,26 +160,14 @@ for (const removed of ['SIGTERM', 'every'] as const) {
 		const app = await startCluster(t, ['--reject-period', '300ms', '--grace-period', '10s'], fixture('app.mjs'), {env: {NODE_OPTIONS: `--require ${fixture('exiting-preload.cjs')}`, PRELOAD_REMOVE_ALL: removed}});
 		await app.waitForLog('preload removed the listeners');
 		t.like(await app.waitForLog('another module took graceful-cluster\'s signal listener off in the primary; it is back'), {signal: 'SIGTERM'});
-		const slow = client(url(app.port, '/slow?ms=1200'));
-		await app.waitForLog('fixture request started');
-		app.kill('SIGTERM');
-		const done = await slow;
-		t.is(done.statusCode, 200);
-		t.is(done.body.length, 100_000);
-		t.is((await app.exited).code, 0, app.text());
+		await inFlightFinishes(t, app, () => app.kill('SIGTERM'));
 		t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', served: 1});
 	});
 }
 
 test('SIGQUIT to the group (Ctrl-\\) drains like SIGTERM: the request in flight finishes, exit 0', async t => {
 	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', '10s'], fixture('app.mjs'));
-	const slow = client(url(app.port, '/slow?ms=1200'));
-	await app.waitForLog('fixture request started');
-	app.killGroup('SIGQUIT');
-	const done = await slow;
-	t.is(done.statusCode, 200);
-	t.is(done.body.length, 100_000);
-	t.is((await app.exited).code, 0, app.text());
+	await inFlightFinishes(t, app, () => app.killGroup('SIGQUIT'));
 	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain started'), {signal: 'SIGQUIT'});
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean'});
 });
