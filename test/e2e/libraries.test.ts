@@ -685,3 +685,31 @@ test('without attach(), a request a keep-alive client sends as the connection\'s
 	t.is(proc.lines.filter(line => line.msg === 'fixture request started').length, 1, 'the request after the FIN did not run');
 	t.notRegex(received, /slow/);
 });
+
+test('without attach(), a slow reader of an 8 MB response the app ended in one write, across SIGTERM: every byte arrives, then the connection closes', async t => {
+	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '300ms'});
+	const socket = net.connect(proc.port, '127.0.0.1');
+	t.teardown(() => {
+		socket.destroy();
+	});
+	await once(socket, 'connect');
+	let received = 0;
+	let error: string | undefined;
+	socket.on('error', (cause: NodeJS.ErrnoException) => {
+		error = cause.code;
+	});
+	// About 4 MB a second: the disconnect comes while most of it is still in the socket's buffer.
+	socket.on('data', (chunk: Buffer) => {
+		received += chunk.length;
+		socket.pause();
+		setTimeout(() => socket.resume(), chunk.length / 4096);
+	});
+	const closed = once(socket, 'close');
+	socket.write('GET /big-at-once HTTP/1.1\r\nHost: x\r\n\r\n');
+	await proc.waitForLog('fixture request started');
+	proc.kill('SIGTERM');
+	await closed;
+	t.is(error, undefined, 'no reset');
+	t.true(received > 8 * 1024 * 1024, `received ${received} of ${8 * 1024 * 1024} bytes and the headers`);
+	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
+});
