@@ -622,28 +622,36 @@ test('without attach(), a response streaming at a reload, its headers out alread
 	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
 });
 
-test('without attach(), a slow reader of an 8 MB keep-alive response sends its next request 200 ms after the server wrote the last bytes: it gets all 8 MB and the answer, then the connection closes', async t => {
-	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '300ms'});
-	const socket = net.connect(proc.port, '127.0.0.1');
+const SLOW_READ_SIZE = 8 * 1024 * 1024;
+
+/**
+ * A raw keep-alive connection that reads about 4 MB a second, so that the end
+ * of an 8 MB response is still in the kernel's buffers when the server is done
+ * with it: how many bytes came, the last ones as text, and a reset if any.
+ */
+async function slowReader(t: ExecutionContext, port: number) {
+	const socket = net.connect(port, '127.0.0.1');
 	t.teardown(() => {
 		socket.destroy();
 	});
 	await once(socket, 'connect');
-	let received = 0;
-	let text = '';
-	let error: string | undefined;
+	const read = {socket, received: 0, tail: '', error: undefined as string | undefined, closed: once(socket, 'close')};
 	socket.on('error', (cause: NodeJS.ErrnoException) => {
-		error = cause.code;
+		read.error = cause.code;
 	});
-	// About 4 MB a second: the kernel holds the response's last megabytes when the app's 'finish' comes.
 	socket.on('data', (chunk: Buffer) => {
-		received += chunk.length;
-		text = (text + chunk.toString('latin1', Math.max(0, chunk.length - 200))).slice(-400);
+		read.received += chunk.length;
+		read.tail = (read.tail + chunk.toString('latin1', Math.max(0, chunk.length - 200))).slice(-400);
 		socket.pause();
 		setTimeout(() => socket.resume(), chunk.length / 4096);
 	});
-	const closed = once(socket, 'close');
-	socket.write('GET /big HTTP/1.1\r\nHost: x\r\n\r\n');
+	return read;
+}
+
+test('without attach(), a slow reader of an 8 MB keep-alive response sends its next request 200 ms after the server wrote the last bytes: it gets all 8 MB and the answer, then the connection closes', async t => {
+	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '300ms'});
+	const reader = await slowReader(t, proc.port);
+	reader.socket.write('GET /big HTTP/1.1\r\nHost: x\r\n\r\n');
 	await proc.waitForLog('fixture request started');
 	proc.kill('SIGTERM');
 	// Its headers went out keep-alive, before the drain: the client may send another
@@ -651,13 +659,12 @@ test('without attach(), a slow reader of an 8 MB keep-alive response sends its n
 	// a wait: a client still reading, or one that reads the response whole first).
 	await proc.waitForLog('fixture request finished', {timeout: 15_000});
 	await sleep(200);
-	t.true(received < 8 * 1024 * 1024, `still reading: ${received} bytes so far`);
-	socket.write('GET /hello HTTP/1.1\r\nHost: x\r\n\r\n');
-	await closed;
-	t.is(error, undefined, 'no reset');
-	const size = 8 * 1024 * 1024;
-	t.true(received > size, `received ${received} bytes`);
-	t.regex(text, /\r\n\r\nhello$/, 'the request sent after the last bytes is answered');
+	t.true(reader.received < SLOW_READ_SIZE, `still reading: ${reader.received} bytes so far`);
+	reader.socket.write('GET /hello HTTP/1.1\r\nHost: x\r\n\r\n');
+	await reader.closed;
+	t.is(reader.error, undefined, 'no reset');
+	t.true(reader.received > SLOW_READ_SIZE, `received ${reader.received} bytes`);
+	t.regex(reader.tail, /\r\n\r\nhello$/, 'the request sent after the last bytes is answered');
 	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
 });
 
@@ -688,28 +695,13 @@ test('without attach(), a request a keep-alive client sends as the connection\'s
 
 test('without attach(), a slow reader of an 8 MB response the app ended in one write, across SIGTERM: every byte arrives, then the connection closes', async t => {
 	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '300ms'});
-	const socket = net.connect(proc.port, '127.0.0.1');
-	t.teardown(() => {
-		socket.destroy();
-	});
-	await once(socket, 'connect');
-	let received = 0;
-	let error: string | undefined;
-	socket.on('error', (cause: NodeJS.ErrnoException) => {
-		error = cause.code;
-	});
-	// About 4 MB a second: the disconnect comes while most of it is still in the socket's buffer.
-	socket.on('data', (chunk: Buffer) => {
-		received += chunk.length;
-		socket.pause();
-		setTimeout(() => socket.resume(), chunk.length / 4096);
-	});
-	const closed = once(socket, 'close');
-	socket.write('GET /big-at-once HTTP/1.1\r\nHost: x\r\n\r\n');
+	const reader = await slowReader(t, proc.port);
+	reader.socket.write('GET /big-at-once HTTP/1.1\r\nHost: x\r\n\r\n');
 	await proc.waitForLog('fixture request started');
+	// The disconnect comes while most of it is still in the socket's buffer.
 	proc.kill('SIGTERM');
-	await closed;
-	t.is(error, undefined, 'no reset');
-	t.true(received > 8 * 1024 * 1024, `received ${received} of ${8 * 1024 * 1024} bytes and the headers`);
+	await reader.closed;
+	t.is(reader.error, undefined, 'no reset');
+	t.true(reader.received > SLOW_READ_SIZE, `received ${reader.received} of ${SLOW_READ_SIZE} bytes and the headers`);
 	t.like(await proc.exitWithin(15_000), {code: 0, signal: null}, proc.text().slice(-3000));
 });
