@@ -15,7 +15,7 @@ const KEY = 'gracefulCluster';
 
 /**
  * Worker -> primary, after the channel is gone: the exit code of a worker
- * without attach() whose app listener failed once the primary had
+ * with nothing to drain whose app listener failed once the primary had
  * disconnected it (its basic drain), when the `hook-failed` message could not
  * be sent any more. It would have exited 0; the primary counts a failed hook,
  * not a lost worker. The CLI's own code for that (exit-codes.ts HOOK_FAILED).
@@ -99,14 +99,16 @@ export interface ReadyMessage {
 }
 
 /**
- * Worker -> primary: an attached server listens on `address` (a port number, or
- * a unix socket's path). The primary compares these with every address the
- * worker listens on, and warns about a server the app did not attach: its
- * requests in flight would be cut at exit.
+ * Worker -> primary: a drained server listens on `address` (a port number, or
+ * a unix socket's path); `drained: false`, it no longer counts for the drain
+ * (the app left it out after it listened). The primary compares these with
+ * every address the worker listens on: what no drained server covers is
+ * uncounted (`drain finished`'s `uncounted`).
  */
 export interface CoversMessage {
 	readonly type: 'covers';
 	readonly address: string;
+	readonly drained?: boolean;
 }
 
 /**
@@ -252,9 +254,9 @@ export interface HeartbeatMessage {
 	readonly heapUsedBytes: number;
 	/** The longest event-loop delay since the last heartbeat (monitorEventLoopDelay's max), rounded. */
 	readonly loopDelayMs: number;
-	/** Requests handed to the app since the worker started; 0 without attach(). */
+	/** Requests handed to the app since the worker started; 0 with nothing drained. */
 	readonly requests: number;
-	/** Requests the app is handling now; 0 without attach(). */
+	/** Requests the app is handling now; 0 with nothing drained. */
 	readonly inflight: number;
 }
 
@@ -353,7 +355,7 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	'not-ready': {failures: 'texts'},
 	ready: {},
 	notice: {code: 'notice'},
-	covers: {address: 'text'},
+	covers: {address: 'text', drained: 'flag?'},
 	inflight: {inflight: 'count', served: 'count', aborted: 'count?', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?', atSignal: 'flag?', hooksFailed: 'count?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown; atSignal?: unknown; hooksFailed?: unknown}), FieldKind>,
 	hooks: {served: 'count', aborted: 'count?', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?'},
 	'hook-failed': {hook: 'text'},

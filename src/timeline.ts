@@ -57,6 +57,14 @@ export const DUPLICATE_SIGNAL_MS = 500;
 
 export const isDuplicateSignal = (firstAt: number, now: number): boolean => now - firstAt < DUPLICATE_SIGNAL_MS;
 
+/**
+ * How long a worker that was still starting when the drain reached it is given
+ * after its first server listens, for its other servers (an admin or metrics
+ * port often listens just after the first) and for the shutdown code its
+ * listen callbacks register (lightship's), before it leaves.
+ */
+export const LISTEN_SETTLE_MS = 1000;
+
 /** When, from the signal, the reject phase ends and listening stops. */
 export const rejectEndsAt = (timeline: Timeline): number => timeline.servePeriodMs + timeline.rejectPeriodMs;
 

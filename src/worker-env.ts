@@ -6,6 +6,7 @@
  *   the worker settings  settings.ts' own variables; read back by `workerSettingsFromEnv`
  *   the log level        GRACEFUL_CLUSTER_LOG_LEVEL
  *   the heartbeat        GRACEFUL_CLUSTER_WORKER_TIMEOUT, GRACEFUL_CLUSTER_HUNG_STACK
+ *   which servers        GRACEFUL_CLUSTER_AUTO_ATTACH
  *   the worker's role    GRACEFUL_CLUSTER_REPLACEMENT, set for one fork only (`replacementEnv`)
  *   the peers' rates     GRACEFUL_CLUSTER_PEER_RATES (worker/arrivals.ts)
  *
@@ -24,6 +25,7 @@ export const WORKER_ENV = {
 	logLevel: envName('log-level'),
 	workerTimeout: envName('worker-timeout'),
 	hungStack: envName('hung-stack'),
+	autoAttach: envName('auto-attach'),
 	/** Not an option: `on` in a reload's or a recycle's replacement (worker/warmup.ts). */
 	replacement: 'GRACEFUL_CLUSTER_REPLACEMENT',
 	/** Not an option: `off` when nothing reads the peers' rates before a signal (worker/arrivals.ts). */
@@ -45,6 +47,7 @@ export interface WorkerEnvOptions {
 	readonly logLevel: string;
 	readonly workerTimeoutMs: number;
 	readonly hungStack: boolean;
+	readonly autoAttach: boolean;
 	/** The two readers of the peers' rates (worker/arrivals.ts). */
 	readonly adaptiveReject: boolean;
 	readonly metrics?: unknown;
@@ -66,6 +69,8 @@ export interface WorkerEnv {
 	/** Unchecked: logger.ts' `logLevelFromEnv` names a bad one, where a user wrote it (standalone mode). */
 	readonly logLevel: string;
 	readonly heartbeat: HeartbeatOptions;
+	/** Every HTTP server the worker listens on is drained, not only those passed to attach(). */
+	readonly autoAttach: boolean;
 	/** Forked to replace a worker (a reload, a recycle): it warms up first. */
 	readonly replacement: boolean;
 	/** Count each peer's requests while serving (worker/arrivals.ts). */
@@ -78,6 +83,7 @@ export function workerEnv(options: WorkerEnvOptions): Record<string, string> {
 		[WORKER_ENV.logLevel]: options.logLevel,
 		[WORKER_ENV.workerTimeout]: `${options.workerTimeoutMs}ms`,
 		[WORKER_ENV.hungStack]: options.hungStack ? 'on' : 'off',
+		[WORKER_ENV.autoAttach]: options.autoAttach ? 'on' : 'off',
 		// Read by the adaptive reject period's rule, and shown by /status (--metrics) in a drain.
 		[WORKER_ENV.peerRates]: options.adaptiveReject || options.metrics !== undefined ? 'on' : 'off',
 	};
@@ -91,6 +97,7 @@ export function readWorkerEnv(env: Record<string, string | undefined>): WorkerEn
 			workerTimeoutMs: parseDuration(env[WORKER_ENV.workerTimeout] ?? '0') ?? 0,
 			captureStack: env[WORKER_ENV.hungStack] === 'on',
 		},
+		autoAttach: env[WORKER_ENV.autoAttach] !== 'off',
 		replacement: env[WORKER_ENV.replacement] === 'on',
 		// Absent (a primary of another version): counted, as that primary may read them.
 		peerRates: env[WORKER_ENV.peerRates] !== 'off',

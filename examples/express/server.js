@@ -1,17 +1,13 @@
 // An Express 5 app run by graceful-cluster:
 //   npx graceful-cluster --workers 2 examples/express/server.js
 //
-// Nothing Express-specific is needed: app.listen() returns the node:http server
-// and attach() puts the drain in front of it. Two things not to do:
-// - Do not add your own SIGTERM handler that calls server.close(): the drain
-//   closes the server at the right moment (after the reject phase), and an
-//   earlier close() lets keep-alive clients hit a closing server.
-// - Do not set server.keepAliveTimeout yourself: --keep-alive-timeout (default
-//   65s, above an ALB's 60 s idle timeout) is applied by attach(), and Node's own
-//   5 s default is what causes 502s behind a load balancer.
+// Nothing graceful-cluster-specific: the server app.listen() makes is drained as
+// it listens, and the app's own SIGTERM handler runs once every request has
+// finished. Do not set server.keepAliveTimeout yourself: --keep-alive-timeout
+// (default 65s, above an ALB's 60 s idle timeout) is applied to it, and Node's
+// own 5 s default is what causes 502s behind a load balancer.
 import {setTimeout as sleep} from 'node:timers/promises';
 import express from 'express';
-import {attach} from 'graceful-cluster/worker';
 
 const port = Number(process.env.PORT ?? 3000);
 const app = express();
@@ -35,7 +31,9 @@ const server = app.listen(port, error => {
 	}
 });
 
-attach(server).onShutdown(async () => {
-	// Every request has finished here: close database pools, flush queues.
-	console.log(JSON.stringify({msg: 'example: shutdown hook ran', pid: process.pid}));
+process.on('SIGTERM', () => {
+	// Every request has finished here: close the server, database pools, flush queues.
+	server.close(() => {
+		console.log(JSON.stringify({msg: 'example: shutdown hook ran', pid: process.pid}));
+	});
 });

@@ -1,8 +1,10 @@
 // A plain node:http app, run by graceful-cluster:
 //   npx graceful-cluster --workers 2 examples/hello/server.js
 // Then: curl localhost:3000/  (Ctrl-C or kill -TERM <primary pid> to watch it drain)
+//
+// No line of it knows graceful-cluster: its server is drained as it listens, and
+// its own SIGTERM listener below runs once every request has finished.
 import http from 'node:http';
-import {attach} from 'graceful-cluster/worker';
 
 const port = Number(process.env.PORT ?? 3000);
 
@@ -19,9 +21,10 @@ const server = http.createServer((request, response) => {
 	}, url.pathname === '/slow' ? delay : 0);
 });
 
-attach(server).onShutdown(async () => {
+process.on('SIGTERM', () => {
 	// Close database pools, flush queues, ... here: every request has finished.
 	console.log(JSON.stringify({msg: 'example: shutdown hook ran', pid: process.pid}));
+	server.close();
 });
 
 server.listen(port);

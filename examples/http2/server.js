@@ -5,10 +5,10 @@
 //   npx graceful-cluster --workers 2 examples/http2/server.js
 //   curl --http2-prior-knowledge localhost:3000/
 // On SIGTERM every HTTP/2 connection gets a GOAWAY, so clients open new
-// connections elsewhere, while the streams in flight finish.
+// connections elsewhere, while the streams in flight finish; no line of the app
+// asks for it.
 import {readFileSync} from 'node:fs';
 import http2 from 'node:http2';
-import {attach} from 'graceful-cluster/worker';
 
 const port = Number(process.env.PORT ?? 3000);
 const tls = process.env.TLS_KEY && process.env.TLS_CERT
@@ -35,9 +35,10 @@ const onRequest = (request, response) => {
 
 const server = tls ? http2.createSecureServer(tls, onRequest) : http2.createServer(onRequest);
 
-attach(server).onShutdown(async () => {
+process.on('SIGTERM', () => {
 	// Every stream has finished here: close database pools, flush queues.
 	console.log(JSON.stringify({msg: 'example: shutdown hook ran', pid: process.pid}));
+	server.close();
 });
 
 server.listen(port);

@@ -1,12 +1,12 @@
 // A Koa 3 app run by graceful-cluster:
 //   npx graceful-cluster --workers 2 examples/koa/server.js
 //
-// app.listen() returns the node:http server; attach() puts the drain in front
-// of Koa's request handler, so the probes and the drain 503s never reach the
-// middleware stack. http.createServer(app.callback()) works the same way.
+// Nothing graceful-cluster-specific: the server app.listen() makes is drained as
+// it listens (the probes and the drain 503s never reach the middleware stack), and
+// the app's own SIGTERM handler runs once every request has finished.
+// http.createServer(app.callback()) works the same way.
 import {setTimeout as sleep} from 'node:timers/promises';
 import Koa from 'koa';
-import {attach} from 'graceful-cluster/worker';
 
 const port = Number(process.env.PORT ?? 3000);
 const app = new Koa();
@@ -27,7 +27,9 @@ app.use(async context => {
 
 const server = app.listen(port);
 
-attach(server).onShutdown(async () => {
-	// Every request has finished here: close database pools, flush queues.
-	console.log(JSON.stringify({msg: 'example: shutdown hook ran', pid: process.pid}));
+process.on('SIGTERM', () => {
+	// Every request has finished here: close the server, database pools, flush queues.
+	server.close(() => {
+		console.log(JSON.stringify({msg: 'example: shutdown hook ran', pid: process.pid}));
+	});
 });

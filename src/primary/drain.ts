@@ -15,11 +15,11 @@ import {sumCounts} from '../counts.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import type {DrainMessage, InflightMessage} from '../protocol.js';
-import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
+import {isDuplicateSignal, LISTEN_SETTLE_MS, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
 import {LOOP_SAMPLE_MS} from '../worker/heartbeat.js';
 import type {Fleet} from './fleet.js';
 import {ADAPTIVE_FLOOR_MS, decide, mergeArrivals, REPORT_LAG_MS, STALE_REPORT_MS, type ArrivalFigures, type QuietPeer} from './arrivals.js';
-import {hookFailures, inflightOf, isAttached, killReason, knownInflight, lastLive, leftByBasicDrain, placeOf, type WorkerRecord} from './worker-record.js';
+import {hookFailures, inflightOf, isAttached, killReason, knownInflight, lastLive, leftByBasicDrain, placeOf, uncovered, type WorkerRecord} from './worker-record.js';
 
 export type ForcedBy = 'deadline' | 'second-signal';
 
@@ -42,7 +42,7 @@ export const KILL_WAIT_MS = 2000;
  * Left as planned during a drain: it said it drained; or it left while its
  * shutdown hooks ran, every request done (a hook's `process.exit()`, whatever
  * the code, or the deadline's kill: `hookFailures` counts those); or
- * it had no helper and exited with code 0 after we disconnected it (or with
+ * it had nothing to drain and exited with code 0 after we disconnected it (or with
  * the code that says a listener failed then: `leftByBasicDrain`). A worker
  * started before the drain that crashed earlier does not count against this
  * drain.
@@ -89,8 +89,18 @@ export function outcome(forced: ForcedBy | undefined, lost: number, hooksFailed 
 	return hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK;
 }
 
-/** The `outcome` field of `drain finished`: how the code came about, in a word. */
-export const outcomeName = (code: ExitCode): 'clean' | 'hooks-failed' | 'forced' => (code === ExitCode.OK ? 'clean' : code === ExitCode.HOOK_FAILED ? 'hooks-failed' : 'forced');
+/**
+ * The `outcome` field of `drain finished`: how the code came about, in a word.
+ * `clean` only when every request was seen and none was cut: exit 0 with a
+ * server nothing counted (`uncounted`) is `uncounted`.
+ */
+export function outcomeName(code: ExitCode, uncounted = false): 'clean' | 'uncounted' | 'hooks-failed' | 'forced' {
+	if (code === ExitCode.OK) {
+		return uncounted ? 'uncounted' : 'clean';
+	}
+
+	return code === ExitCode.HOOK_FAILED ? 'hooks-failed' : 'forced';
+}
 
 export interface ClusterDrainOptions {
 	readonly fleet: Fleet;
@@ -146,9 +156,6 @@ function sinceSignal(now: CountsAtSignal, before: CountsAtSignal | undefined): C
 	return {served: less('served'), aborted: less('aborted'), rejected: less('rejected'), closedLongLived: Math.max(less('closedLongLived'), longLivedCut), longLivedCut, hooksFailed: 0};
 }
 
-/** After a worker still starting at the reject phase's end first listens, how long its other servers get before its disconnect (`onListening`). */
-export const LISTEN_SETTLE_MS = 1000;
-
 /** How often the adaptive rule looks during the reject phase. */
 const ADAPTIVE_CHECK_MS = 250;
 
@@ -174,7 +181,7 @@ export class ClusterDrain {
 	private readonly timers: TimerGroup;
 	/** Set once the reject phase is over; undefined while it runs. */
 	private rejectEnd: RejectEnd | undefined;
-	/** Workers without the helper, still starting when the reject phase ended: disconnected once they listen (`disconnectUnattached`). */
+	/** Workers with nothing to drain, still starting when the reject phase ended: disconnected once they listen (`disconnectUnattached`). */
 	private readonly disconnectOnListen = new Set<WorkerRecord>();
 
 	/** Connections node:cluster stranded during the drain, which the primary answered itself (handoffs.ts). */
@@ -346,7 +353,7 @@ export class ClusterDrain {
 	};
 
 	/**
-	 * A worker whose arrivals the rule cannot see: no helper (its requests are
+	 * A worker whose arrivals the rule cannot see: nothing drained (its requests are
 	 * not counted), no report since the signal yet, or a silent event loop (its
 	 * heartbeat late: it may hold arrivals it has not told).
 	 */
@@ -445,12 +452,12 @@ export class ClusterDrain {
 	};
 
 	private logProgress(): void {
-		const workers: Record<number, number | 'no helper' | 'no report'> = {};
+		const workers: Record<number, number | 'nothing drained' | 'no report'> = {};
 		const alive = this.options.fleet.alive;
 		for (const record of alive) {
-			// A worker without the helper never reports; one with it that has not
-			// reported yet may be frozen: the two must not look alike.
-			workers[record.id] = record.report?.inflight ?? (isAttached(record.state) ? 'no report' : 'no helper');
+			// A worker with nothing to drain never reports; one with a drained server
+			// that has not reported yet may be frozen: the two must not look alike.
+			workers[record.id] = record.report?.inflight ?? (isAttached(record.state) ? 'no report' : 'nothing drained');
 		}
 
 		// Long-lived connections apart: they never hold the drain.
@@ -478,11 +485,11 @@ export class ClusterDrain {
 		const end = this.rejectEnd ?? {by: 'period' as const, atMs: periodEndMs};
 		const figures = this.arrivals;
 		const reported = this.workers.filter(record => record.report?.arrivals !== undefined);
-		// A worker that died during the drain took its last arrivals with it; one without the helper never counted.
+		// A worker that died during the drain took its last arrivals with it; one with nothing to drain never counted.
 		const uncounted = this.workers.filter(record => record.report?.arrivals === undefined || !leftCleanly(record)).length;
 		let advice: string;
 		if (reported.length === 0) {
-			advice = 'no arrival figures: no worker reported any (without attach() nothing is counted)';
+			advice = 'no arrival figures: no worker reported any (a worker with no server to drain counts nothing)';
 		} else if (figures.lastMs === null) {
 			advice = 'no app request arrived after the signal: the load balancer had stopped already (a preStop hook, or readiness)';
 		} else if (figures.lastMs > end.atMs) {
@@ -556,18 +563,21 @@ export class ClusterDrain {
 		this.options.fleet.off('listening', this.onListening);
 		const counts = this.workers.map(record => sinceSignal(countsOf(record.report, 0), this.before.get(record)));
 		const sum = (field: keyof CountsAtSignal): number => counts.reduce((total, each) => total + each[field], 0);
-		const [served, aborted, rejected] = [sum('served'), sum('aborted'), sum('rejected')];
+		// The servers no drain took (a raw protocol, one left out): nothing counted
+		// their requests. Where no worker counted any, the figures are not 0 but unknown.
+		const uncounted = [...new Set(this.workers.flatMap(record => uncovered(record)))];
+		const nothingCounted = uncounted.length > 0 && !this.workers.some(record => isAttached(record.state));
+		const figure = (field: keyof CountsAtSignal): number | null => (nothingCounted ? null : sum(field));
 		// Requests the kill or the lost worker cut short are known from the last
-		// counts, but for a lost worker without the helper, or one that left by
-		// itself in the basic drain, whose own exit may have cut requests nobody
-		// counted: not known then (null), not 0.
-		const cutKnown = !lost.some(record => knownInflight(record) === undefined) && !this.workers.some(record => !isAttached(record.state) && placeOf(record.state).name !== 'starting');
+		// counts, but not where nothing counted them: a lost worker that never
+		// reported, an uncounted server, a retiree with nothing to drain.
+		const cutKnown = uncounted.length === 0 && !lost.some(record => knownInflight(record) === undefined) && !this.workers.some(record => !isAttached(record.state) && placeOf(record.state).name === 'retiring');
 		const summary = {
 			signal: this.signal,
 			durationMs,
-			served,
-			aborted,
-			rejected,
+			served: figure('served'),
+			aborted: figure('aborted'),
+			rejected: figure('rejected'),
 			closedLongLived: sum('closedLongLived'),
 			longLivedCut: sum('longLivedCut'),
 			workersLost: lost.length,
@@ -576,8 +586,9 @@ export class ClusterDrain {
 			responsesCut: cutKnown ? lost.reduce((sum, record) => sum + inflightOf(record), 0) : null,
 			// Accepted just as the last worker on their port closed it: answered by the primary (503, or closed).
 			strandedConnections: this.stranded,
+			uncounted,
 			...this.arrivalSummary(),
-			outcome: outcomeName(code),
+			outcome: outcomeName(code, uncounted.length > 0),
 			exitCode: code,
 			...(lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: knownInflight(record) ?? null, killedFor: killReason(record.state) ?? null}))} : {}),
 		};

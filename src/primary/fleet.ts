@@ -120,7 +120,11 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			}
 		},
 		covers(record, message) {
-			record.covered.add(message.address);
+			if (message.drained === false) {
+				record.covered.delete(message.address);
+			} else {
+				record.covered.add(message.address);
+			}
 		},
 		notice() {
 			// For the operator, once: the primary's (index.ts).
@@ -246,13 +250,11 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	/**
-	 * Replaced by a reload: a worker with the helper leaves on its own after the
-	 * linger; one without stops listening at once (its bootstrap), and is
-	 * disconnected after the same linger, meanwhile telling its keep-alive
-	 * clients `Connection: close` (worker/closed-servers.ts): disconnected at
-	 * once, its idle keep-alive connections were closed under the requests
-	 * their clients were sending, a reset each. One that never listened (a
-	 * failed start) has nothing to linger for.
+	 * Replaced by a reload: a worker with a drained server leaves on its own
+	 * after the linger; one with nothing to drain stops listening at once (its
+	 * bootstrap) and is disconnected after the same linger, its connections
+	 * left their moment. One that never listened (a failed start) has nothing
+	 * to linger for.
 	 */
 	retire(record: WorkerRecord, lingerMs: number, reason: RetireReason = 'reload', by?: NodeJS.Signals): void {
 		const {state} = record;
@@ -261,7 +263,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		}
 
 		record.state = {name: 'retiring', attached: state.attached, reason};
-		// Also to a worker without the helper: its bootstrap runs the app's own
+		// Also to a worker with nothing to drain: its bootstrap runs the app's own
 		// listeners for the signal (worker/bootstrap.ts).
 		this.send(record, {type: 'retire', lingerMs, ...(by ? {signal: by} : {}), ...(reason === 'start-failed' ? {notReady: true} : {})});
 		if (!state.attached) {
@@ -392,13 +394,13 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	private warnUncovered(record: WorkerRecord): void {
 		const missing = uncovered(record);
 		if (missing.length === 0) {
-			this.options.logger.debug({worker: record.id}, 'every address of the worker is attached');
+			this.options.logger.debug({worker: record.id}, 'every address of the worker is drained');
 		}
 
 		for (const address of missing) {
 			if (!this.warnedUncovered.has(address)) {
 				this.warnedUncovered.add(address);
-				this.options.logger.warn({worker: record.id, workerPid: record.pid, address}, 'a server listens on an address that no attach() covers: its requests in flight are cut when the worker exits. Call attach(server) for it too');
+				this.options.logger.warn({worker: record.id, workerPid: record.pid, address}, 'a server graceful-cluster does not drain listens here (not HTTP, left out with exclude(), or --auto-attach off without attach()): nothing counts its requests, and those in flight when the worker exits are cut');
 			}
 		}
 	}

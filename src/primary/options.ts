@@ -33,6 +33,8 @@ export interface PrimaryOptions {
 	readonly hungStack: boolean;
 	/** `--adaptive-reject`: end the reject phase once the load balancers have stopped (primary/arrivals.ts). */
 	readonly adaptiveReject: boolean;
+	/** `--auto-attach`: every HTTP server a worker listens on is drained, attach() or not (worker/bootstrap.ts). */
+	readonly autoAttach: boolean;
 	/** Recycling by RSS and by requests served (recycle.ts); 0 turns each off. */
 	readonly maxMemoryBytes: number;
 	readonly maxRequests: number;
@@ -58,6 +60,7 @@ export const DEFAULT_PRIMARY_OPTIONS: Omit<PrimaryOptions, 'script' | 'args' | '
 	workerTimeoutMs: 30_000,
 	hungStack: false,
 	adaptiveReject: false,
+	autoAttach: true,
 	maxMemoryBytes: 0,
 	maxRequests: 0,
 	maxRequestsJitter: 0,

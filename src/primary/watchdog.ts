@@ -93,7 +93,7 @@ export class Watchdog {
 			}
 
 			if (!record.handle.isConnected()) {
-				// Disconnected (a worker without attach() at the end of the reject phase,
+				// Disconnected (a worker with nothing to drain at the end of the reject phase,
 				// or retired by a reload): it can no longer beat, and the drain's or the
 				// retire's deadline is its timeout now.
 				continue;

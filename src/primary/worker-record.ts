@@ -95,7 +95,7 @@ export interface InflightReport extends Counts {
 
 /**
  * A replacement's warm-up as it reported it (worker/warmup.ts): `none` for a
- * worker that does not warm up (not a replacement, no attach(), an older
+ * worker that does not warm up (not a replacement, nothing drained, an older
  * helper), for which listening is enough; `warming` with the checks that
  * failed last (none yet at first); `ready`.
  */
@@ -119,23 +119,27 @@ export interface WorkerRecord {
 	report: InflightReport | undefined;
 	/** Its last heartbeat; undefined until the first. */
 	health: WorkerHealth | undefined;
-	/** What its attached servers listen on (ports, socket paths), as it reported them. */
+	/** What its drained servers listen on (ports, socket paths), as it reported them. */
 	readonly covered: Set<string>;
 	/** Its shutdown hooks and app signal listeners that threw or rejected, by name, as it reported them. */
 	readonly hooksFailed: string[];
 	warmup: Warmup;
 }
 
-/** The part of a logged address that a worker's attached server reports: the port, or a socket's path. */
+/** The part of a logged address that a worker's drained server reports: the port, or a socket's path. */
 export function addressKey(address: string): string {
 	const port = /:(\d+)$/.exec(address);
 	return port && !address.startsWith('/') ? port[1]! : address;
 }
 
-/** Addresses the worker listens on that no attached server covers (an admin port the app did not attach). */
+/**
+ * Addresses the worker listens on that no drained server covers: a raw `net`
+ * protocol, a server the app left out (`exclude()`), any server with
+ * `--auto-attach off` and no attach(). Nothing counts their requests.
+ */
 export function uncovered(record: WorkerRecord): string[] {
 	const place = placeOf(record.state);
-	if (place.name !== 'listening' || !place.attached) {
+	if (place.name !== 'listening') {
 		return [];
 	}
 
@@ -147,7 +151,7 @@ export const isGone = (record: WorkerRecord): boolean => record.state.name === '
 /**
  * Requests it is handling, as far as the primary knows: its last drain report,
  * or its last heartbeat (a worker whose loop blocked before it read the drain
- * never reports); undefined without attach(), whose heartbeat counts nothing.
+ * never reports); undefined for one with nothing to drain, whose heartbeat counts nothing.
  */
 export const knownInflight = (record: WorkerRecord): number | undefined => record.report?.inflight ?? (isAttached(record.state) ? record.health?.inflight : undefined);
 
@@ -178,7 +182,7 @@ export function killReason(state: WorkerState): KillReason | undefined {
 }
 
 /**
- * A worker without attach() that ended by itself, as its basic drain ends it:
+ * A worker with nothing to drain that ended by itself, as its basic drain ends it:
  * 0, or 0 with a listener's failure it could not send (protocol.ts
  * UNSENT_HOOK_FAILURE_EXIT). Not killed, not signalled.
  */
@@ -264,8 +268,8 @@ export function exitReason(state: Extract<WorkerState, {name: 'gone'}>, {drainin
 
 	const place = placeOf(state);
 	const last = lastLive(state).name;
-	// A retired worker leaves as planned by draining, or, without the helper, by
-	// exiting 0 once its connections end; so does any worker without the helper
+	// A retired worker leaves as planned by draining, or, with nothing to drain, by
+	// exiting 0 once its connections end; so does any worker with nothing to drain
 	// in the cluster's drain (its basic drain), and one still loading that a
 	// group signal ended (before the bootstrap could hold it). Anything else is
 	// a crash: one that crashed while starting held no request

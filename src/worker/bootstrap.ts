@@ -6,22 +6,26 @@
  * 1. Keep the worker alive on a signal sent to the process group. A terminal's Ctrl-C
  *    signals the whole foreground process group and systemd's default
  *    `KillMode=control-group` signals every process of the unit, so workers get
- *    the signal too (RESEARCH.md fact 5). Dying there would drop the requests in
- *    flight; instead the worker waits for the primary's drain message. The same
- *    for every other signal the primary handles (src/signals.ts).
- * 2. Open the IPC channel that `attach()` uses, so a drain that arrives while the
- *    app is still starting is not lost.
+ *    the signal too. Dying there would drop the requests in flight; instead the
+ *    worker waits for the primary's drain message. The same for every other
+ *    signal the primary handles (src/signals.ts).
+ * 2. Open the IPC channel, so a drain that arrives while the app is still
+ *    starting is not lost.
  * 3. Beat (heartbeat.ts): prove to the primary, once a second from the main
- *    loop, that the loop runs, with or without attach().
+ *    loop, that the loop runs.
  * 4. Hold the app's own SIGTERM/SIGINT listeners (signal-listeners.ts), so that
  *    its hand-written shutdown runs after the drain instead of against it.
+ * 5. Drain every HTTP, HTTPS and HTTP/2 server the worker listens on, as it
+ *    begins to listen (listening-servers.ts, attach.ts), unless the app left it
+ *    out (`exclude()`) or `--auto-attach off`; the app's `attach()` calls come
+ *    here too (channel.ts `attach`), so a process has one drain whichever copy
+ *    of the helper the app loaded.
  *
- * A worker whose app never calls `attach()` still gets a basic drain: the primary
- * disconnects it when the reject phase ends (one still loading, once it
- * listens) and kills it at the deadline. Its held signal listeners run at that
- * disconnect, or at the reject phase's end if that comes first: listening has
- * stopped, and their usual `server.close(callback)` waits for the connections
- * still open, which end after their next response (closed-servers.ts).
+ * A worker with no server to drain (a raw `net` protocol, a queue consumer, one
+ * still loading) gets the basic drain: the primary disconnects it when the
+ * reject phase ends (one still loading, once it listens) and kills it at the
+ * deadline. Its held signal listeners run at that disconnect, or at the reject
+ * phase's end if that comes first.
  */
 import cluster from 'node:cluster';
 import {fileURLToPath} from 'node:url';
@@ -30,8 +34,12 @@ import {UNSENT_HOOK_FAILURE_EXIT} from '../protocol.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {rejectEndsAt, remaining} from '../timeline.js';
 import {readWorkerEnv} from '../worker-env.js';
+import type {Attachments} from './attach.js';
+import {isExcluded} from './attach.js';
 import {leaveSignal, openChannel} from './channel.js';
-import {followServers} from './closed-servers.js';
+import {hostCluster} from './cluster-host.js';
+import {drainableKind, type DrainableServer} from './filter.js';
+import {followServers} from './listening-servers.js';
 import {startHeartbeat} from './heartbeat.js';
 import {answerScrape} from './metrics.js';
 import {callListeners, endsProcess, holdSignalListeners, listenerName, listenersFor} from './signal-listeners.js';
@@ -51,7 +59,7 @@ for (const [flag, self] of [['--require', fileURLToPath(import.meta.url)], ['--i
 // makes `cluster.isWorker`, is gone from the environment of anything it starts).
 if (cluster.isWorker && cluster.worker) {
 	const workerId = cluster.worker.id;
-	const {logLevel, heartbeat} = readWorkerEnv(process.env);
+	const {logLevel, heartbeat, autoAttach} = readWorkerEnv(process.env);
 	const logger = createLogger({role: 'worker', level: logLevel, workerId});
 
 	const channel = openChannel(workerId, {
@@ -67,8 +75,20 @@ if (cluster.isWorker && cluster.worker) {
 	});
 
 	startHeartbeat(channel, logger, heartbeat);
-	// Before the app's first listen(): the servers node:cluster's disconnect closes.
-	const servers = followServers();
+	// The process's drain, made with the first server it takes: a worker that
+	// never has one (a queue consumer) says nothing of a drain to the primary.
+	let drained: Attachments | undefined;
+	const attachments = (): Attachments => {
+		drained ??= hostCluster(channel, logger);
+		return drained;
+	};
+
+	channel.attach = (server, options) => attachments().attach(server, options);
+	channel.exclude = server => {
+		drained?.exclude(server);
+	};
+	// Before the app's first listen().
+	const servers = followServers(server => (autoAttach && drainableKind(server) !== undefined && !isExcluded(server) ? attachments().take(server as DrainableServer) : drained?.has(server) ?? false));
 
 	// The app's listeners for every signal the primary drains or reloads on, a
 	// `--require` preload's (an APM agent's) included: held from here on.
@@ -91,7 +111,7 @@ if (cluster.isWorker && cluster.worker) {
 		held.listenOurselves(signal, onSignal);
 	}
 
-	// A worker whose app never attached gets the basic drain: the primary
+	// A worker with no server to drain gets the basic drain: the primary
 	// disconnects it when the reject phase ends (in a reload, after the linger). Nothing
 	// here knows its requests, so the app's own shutdown runs then, from the
 	// leave message's timeline: waiting for the disconnect would wait for every
@@ -99,7 +119,7 @@ if (cluster.isWorker && cluster.worker) {
 	// app's own `tryShutdown()`; or at the disconnect, if that comes first. The
 	// timer is ref'd: once the disconnect has closed the servers and the
 	// channel, nothing else may keep the process alive until it fires.
-	// `attach()` takes the listeners over otherwise.
+	// The drain takes the listeners over otherwise (cluster-host.ts).
 	//
 	// An app still loading then (a slow import, its database first) is not
 	// listening yet: the primary disconnects such a worker once it listens
@@ -133,18 +153,13 @@ if (cluster.isWorker && cluster.worker) {
 		}
 
 		// The app closes its servers again after node:cluster's disconnect, or
-		// before it: either close succeeds (closed-servers.ts). Retired by a
+		// before it: either close succeeds (listening-servers.ts). Retired by a
 		// reload, the worker stops listening now and is disconnected after the
-		// linger (primary/fleet.ts retire); its keep-alive clients are told
-		// meanwhile that their connections end.
+		// linger (primary/fleet.ts retire).
 		servers.drain();
 		if (message.type === 'retire') {
 			servers.stopListening();
 		}
-
-		held.listenOurselves('disconnect', () => {
-			servers.disconnected();
-		});
 
 		// `pending` until the leave has looked; `done`: the listeners the app had
 		// then ran, and that is all; `late`: it had none (still loading, or

@@ -9,6 +9,9 @@
  * `attach()` yet (still starting) and keeps it; `attach()` then starts its drain
  * late with the time already spent subtracted.
  */
+import type net from 'node:net';
+import type {AttachOptions, GracefulHandle} from './attach.js';
+import type {DrainableServer} from './filter.js';
 import {envelope, parseMessage, TO_WORKER, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 
 /** The primary's instruction to leave: a drain (shutdown) or a retire (reload). The first decides how the worker leaves. */
@@ -30,7 +33,7 @@ export interface WorkerChannel {
 	send(message: ToPrimary, callback?: () => void): void;
 	/**
 	 * Set by `attach()`: the request counts the heartbeat carries. Read once a
-	 * second, never per request; unset (no attach()), the counts are 0.
+	 * second, never per request; unset (nothing drained), the counts are 0.
 	 */
 	stats: (() => {readonly requests: number; readonly inflight: number}) | undefined;
 	/**
@@ -51,6 +54,15 @@ export interface WorkerChannel {
 	 * (a shutdown during a reload). Optional, as `serveNow`.
 	 */
 	drainWhileRetiring?: ((drain: ReceivedDrain) => void) | undefined;
+	/**
+	 * Set by the bootstrap: the process's one drain takes `server` (attach.ts
+	 * `Attachments.attach`), whichever copy of the helper the app calls.
+	 * Optional: an older bootstrap's channel lacks it, and the helper drains
+	 * with a drain of its own.
+	 */
+	attach?: ((server: DrainableServer, options?: AttachOptions) => GracefulHandle) | undefined;
+	/** Set by the bootstrap: the app leaves `server` out of the drain (`Attachments.exclude`). Optional, as `attach`. */
+	exclude?: ((server: net.Server) => void) | undefined;
 }
 
 /**

@@ -1,19 +1,56 @@
 /**
- * The drain's host under the graceful-cluster CLI: a cluster worker whose app
- * called `attach()`. The primary drives it over IPC (channel.ts): the drain or
+ * The drain's host under the graceful-cluster CLI: a cluster worker with a
+ * server to drain (one the bootstrap took as it listened, or one the app passed
+ * to `attach()`). The primary drives it over IPC (channel.ts): the drain or
  * retire message starts the drain, the counts go back as reports, and the
  * worker exits once the primary has its `drained` message.
  */
+import cluster from 'node:cluster';
+import {systemClock} from '../clock.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
+import {workerSettingsFromEnv} from '../settings.js';
 import {remaining} from '../timeline.js';
+import {readWorkerEnv} from '../worker-env.js';
+import {Attachments} from './attach.js';
 import {leaveSignal, type ReceivedDrain, type WorkerChannel} from './channel.js';
-import type {ProcessDrain} from './drain.js';
+import {ProcessDrain} from './drain.js';
 import {sendFinalMetrics} from './metrics.js';
 import {appShutdown} from './app-shutdown.js';
 import {getSignalListeners} from './signal-listeners.js';
 import {flushOutput} from './stdio.js';
-import type {Warmup} from './warmup.js';
+import {Warmup} from './warmup.js';
+
+/**
+ * The process's drain under the CLI, made when its first server is taken: the
+ * bootstrap's (bootstrap.ts), or, with a bootstrap of an older version that
+ * takes no server, the helper's.
+ */
+export function hostCluster(channel: WorkerChannel, logger: Logger): Attachments {
+	const settings = workerSettingsFromEnv(process.env);
+	const {replacement, peerRates} = readWorkerEnv(process.env);
+	const drain = new ProcessDrain(settings, logger, systemClock, {peerRates});
+	let warmup: Warmup | undefined;
+	if (replacement) {
+		const started = new Warmup(message => {
+			channel.send(message);
+		}, logger);
+		channel.serveNow = () => {
+			started.serveNow();
+		};
+		warmup = started;
+	}
+
+	joinCluster(drain, channel, logger, warmup);
+	return new Attachments(drain, {
+		channel,
+		warmup,
+		checkTimeoutMs: settings.checkTimeoutMs,
+		uncovers(address) {
+			channel.send({type: 'covers', address, drained: false});
+		},
+	});
+}
 
 /** `warmup`: this worker replaces another, and takes connections once ready (warmup.ts). */
 export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger, warmup?: Warmup): void {
@@ -87,6 +124,12 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 	channel.send({type: 'attached', ...(warmup ? {warming: true} : {})});
 	const start = ({message, receivedAt}: ReceivedDrain): void => {
 		warmup?.stop();
+		// Not listening yet (node:cluster's word, `worker.state`, set on a server's
+		// first 'listening'; not in its types): the app is still starting.
+		if ((cluster.worker as {state?: string} | undefined)?.state !== 'listening') {
+			drain.settle();
+		}
+
 		if (message.type === 'drain') {
 			// The message's timeline counts from when the bootstrap read it.
 			drain.begin(remaining(message, performance.now() - receivedAt), leaveSignal(message, held?.received), message.signalAt);

@@ -12,12 +12,9 @@ import {RequestFilter} from './http1-filter.js';
 import {Http2Filter, type Http2AnyServer} from './http2-filter.js';
 import type {NoticeCode} from '../protocol.js';
 import type {Arrivals} from './arrivals.js';
-import type {ReadinessProbe} from './readiness.js';
 
 export interface FilterWiring {
 	readonly logger: Logger;
-	/** The app's readiness checks, run by the readiness probe while serving. */
-	readonly readiness?: ReadinessProbe | undefined;
 	/** The last request in flight of this server finished during a drain. */
 	readonly onIdle: () => void;
 	/** How long a connection the drain closes may linger now. */
@@ -27,12 +24,11 @@ export interface FilterWiring {
 	readonly onNotice?: ((code: NoticeCode) => void) | undefined;
 }
 
-export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, readiness, onIdle, lingerMs, arrivals, onNotice}: FilterWiring): ServerFilter {
+export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, onIdle, lingerMs, arrivals, onNotice}: FilterWiring): ServerFilter {
 	const options: FilterOptions = {
 		retryAfterSeconds: settings.retryAfterSeconds,
 		readinessPath: settings.readinessPath,
 		livenessPath: settings.livenessPath,
-		readiness,
 		// Only made when debug is on: at info, a rejected request costs no log call.
 		onReject: logger.isLevelEnabled('debug')
 			? request => {

@@ -16,22 +16,20 @@
  * maps one to the other, once); long-lived connections are long-lived.ts'
  * (told at the start, closed when the reject phase or the linger ends).
  */
-import path from 'node:path';
 import {inBackground, systemClock, TimerGroup, type Clock, type Timer} from '../clock.js';
 import {copyCounts, sumCounts, type Counts} from '../counts.js';
 import type {Logger} from '../logger.js';
 import type {DrainSummary, NoticeCode} from '../protocol.js';
 import type {WorkerSettings} from '../settings.js';
-import {rejectEndsAt, type Timeline} from '../timeline.js';
+import {LISTEN_SETTLE_MS, rejectEndsAt, type Timeline} from '../timeline.js';
 import {createFilter} from './create-filter.js';
-import {LINGER_MAX_MS, type DrainableServer, type ServerFilter} from './filter.js';
+import {addressOf, LINGER_MAX_MS, type DrainableServer, type ServerFilter} from './filter.js';
 import {modeFor, stopsAccepting, type Phase, type PhaseName} from './phase.js';
 import type {AppShutdown, AppShutdownEnd} from './app-shutdown.js';
 import {namedHooks, runHooks, type ShutdownHook} from './hooks.js';
 import {Arrivals} from './arrivals.js';
 import {closeLongLivedOf, cutLongLivedOf, DrainNotices, UPGRADE_CLOSE_WAIT_MS, type DrainListener} from './long-lived.js';
 import {DrainProgress, REPORT_INTERVAL_MS, SUMMARY_INTERVAL_MS} from './progress.js';
-import type {ReadinessProbe} from './readiness.js';
 
 export type {DrainSummary} from '../protocol.js';
 
@@ -108,6 +106,14 @@ export class ProcessDrain {
 	private rejectTimer: Timer | undefined;
 	/** This process left for a reload (`retire`): a drain's signal that comes later finds it `retired`, and once it did, `signalled`. */
 	private leftForReload: 'no' | 'retired' | 'signalled' = 'no';
+	/**
+	 * A drain that came while the app was still starting (no server had
+	 * listened yet): its hooks wait until `clock.now()` reaches this, which is
+	 * LISTEN_SETTLE_MS after the drain began or, once a server listens, after
+	 * that listen: the app's other servers and the shutdown code its listen
+	 * callbacks register are there by then. 0: not waiting.
+	 */
+	private settleUntil = 0;
 
 	/** `peerRates`: count each peer's requests while serving (arrivals.ts), where something reads their rates. */
 	constructor(private readonly settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock, {peerRates = true}: {peerRates?: boolean} = {}) {
@@ -148,13 +154,12 @@ export class ProcessDrain {
 		this.host = host;
 	}
 
-	/** Filters `server`; `readiness`: the app's readiness checks, run by its readiness probe while serving. */
-	addServer(server: DrainableServer, readiness?: ReadinessProbe): ServerFilter {
+	/** Filters `server`. */
+	addServer(server: DrainableServer): ServerFilter {
 		const filter = createFilter(server, this.settings, {
 			logger: this.logger,
 			arrivals: this.arrivals,
 			onNotice: this.notice,
-			readiness,
 			onIdle: () => {
 				this.closeIfIdle();
 			},
@@ -163,9 +168,9 @@ export class ProcessDrain {
 		this.filters.push(filter);
 		const covers = (): void => {
 			const address = server.address();
-			if (address) {
-				// A socket path as node:cluster reports it to the primary: resolved.
-				this.host?.covers?.(typeof address === 'string' ? path.resolve(address) : String(address.port));
+			// Not once the app let go of it (attach.ts `exclude`): it listens uncounted.
+			if (address && this.filters.includes(filter)) {
+				this.host?.covers?.(addressOf(address));
 			}
 		};
 
@@ -174,11 +179,30 @@ export class ProcessDrain {
 		}
 
 		server.on('listening', covers);
+		server.once('listening', this.listened);
 		// Attached during a drain (a second server, or an app that was still
 		// starting): it joins in the current phase.
 		filter.setMode(modeFor(this.phase.name));
 		this.stopAccepting(filter);
 		return filter;
+	}
+
+	private readonly listened = (): void => {
+		if (this.settleUntil > 0) {
+			this.settle();
+		}
+	};
+
+	/**
+	 * The host's word that the app is still starting (no server of the process
+	 * has listened yet) as the drain or retire begins: its hooks wait
+	 * LISTEN_SETTLE_MS from now, or from its first server's listen (`settleUntil`).
+	 */
+	settle(): void {
+		this.settleUntil = this.clock.now() + LISTEN_SETTLE_MS;
+		this.timers.timeout(() => {
+			this.closeIfIdle();
+		}, LISTEN_SETTLE_MS);
 	}
 
 	/** Each notice once per process: the primary says it once for the cluster. */
@@ -482,7 +506,7 @@ export class ProcessDrain {
 	private closeIfIdle(): void {
 		const {phase} = this;
 		const leaving = phase.name === 'closing' || (phase.name === 'retiring' && !phase.lingering);
-		if (leaving && this.inflight === 0 && this.longLivedSettled()) {
+		if (leaving && this.inflight === 0 && this.longLivedSettled() && this.clock.now() >= this.settleUntil) {
 			// Whatever is still connected has no request in flight: an idle
 			// keep-alive socket that went idle after `close()`, one whose last
 			// response is still on its way to a slow client, or a client that

@@ -11,6 +11,7 @@ import http from 'node:http';
 import type {Http2SecureServer, Http2Server} from 'node:http2';
 import type https from 'node:https';
 import net from 'node:net';
+import path from 'node:path';
 import type {Counts} from '../counts.js';
 import type {DrainReason, LongLivedClosed} from './long-lived.js';
 import type {NoticeCode} from '../protocol.js';
@@ -50,8 +51,6 @@ export interface FilterOptions {
 	readonly readinessPath: string;
 	/** Answered 200 until the process exits. `''`: off. */
 	readonly livenessPath: string;
-	/** The app's readiness checks (`attach(server, {readinessChecks})`), run by the readiness probe while serving; absent: ready at once. */
-	readonly readiness?: ReadinessProbe | undefined;
 	/** The process's arrival telemetry (arrivals.ts); the filter makes its own when absent (unit tests). */
 	readonly arrivals?: Arrivals | undefined;
 	/** Something for the primary to tell the operator once (protocol.ts `NoticeMessage`). */
@@ -106,6 +105,8 @@ export interface ServerFilter extends Counts {
 	 * heartbeat's count, `--max-requests`). Probes and rejected requests are not counted.
 	 */
 	readonly requests: number;
+	/** The app's readiness checks, run by the readiness probe while serving (`attach(server, {readinessChecks})`). */
+	setReadiness(readiness: ReadinessProbe): void;
 	setMode(mode: Mode): void;
 	/**
 	 * Stops taking new connections. `keepIdle`: leave idle connections open for
@@ -176,17 +177,5 @@ export function drainableKind(server: unknown): 'http1' | 'http2' | undefined {
 	return undefined;
 }
 
-const installed = new WeakSet<net.Server>();
-
-/** Marks `server` as filtered; a second attach() of the same server is a TypeError. */
-export function claimServer(server: net.Server): void {
-	if (installed.has(server)) {
-		throw new TypeError('graceful-cluster: attach() was already called for this server.');
-	}
-
-	installed.add(server);
-}
-
-export function releaseServer(server: net.Server): void {
-	installed.delete(server);
-}
+/** A server's address as node:cluster reports it to the primary: the port, or a socket's resolved path. */
+export const addressOf = (address: string | net.AddressInfo): string => (typeof address === 'string' ? path.resolve(address) : String(address.port));

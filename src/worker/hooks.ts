@@ -32,7 +32,7 @@ export const HOOK_DEADLINE_WARNING_MS = 5000;
 export interface HookRun {
 	readonly logger: Logger;
 	readonly clock: Clock;
-	/** `clock.now()` at which the deadline kills this process; undefined: unknown (a retire, a worker without attach()). */
+	/** `clock.now()` at which the deadline kills this process; undefined: unknown (a retire). */
 	readonly deadlineAt?: number | undefined;
 	/**
 	 * Told of each hook that failed, before the next one runs: the primary must

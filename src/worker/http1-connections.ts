@@ -247,7 +247,7 @@ export function connectionsOf(server: http.Server): Socket[] | undefined {
  * Closes a connection with nothing in flight without losing what it still has
  * to send: a FIN after the bytes still queued, then what the client still
  * sends is read and dropped (a request parsed from it is never processed:
- * `claimLast`; without `attach()`, closed-servers.ts `dropAfterOwnClose`) until the client closes its side, or has sent nothing for a
+ * `claimLast`) until the client closes its side, or has sent nothing for a
  * window of LINGER_MS, or `lingerMs` at most.
  * `destroy()` instead closes the socket at once, and Linux answers a close
  * with unread bytes in the receive buffer (the body of a POST the app never

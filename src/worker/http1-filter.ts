@@ -21,13 +21,14 @@
  */
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net, {type Socket} from 'node:net';
-import {claimServer, FIRST_REQUEST_WAIT_MS, LINGER_MAX_MS, Mode, releaseServer, type FilterOptions, type ServerFilter} from './filter.js';
+import {FIRST_REQUEST_WAIT_MS, LINGER_MAX_MS, Mode, type FilterOptions, type ServerFilter} from './filter.js';
 import {awaitFirstRequest, claimLast, closeAfterLast, closeAllLingering, closeKeepingUnflushed, closeLingering, freshConnections, isClosing, watchQueued} from './http1-connections.js';
 import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
 import {Ledger} from './ledger.js';
 import {endOwnedStream, eventStreamRetryBody, ignoreError, isEventStreamResponse, RETIRE_RETRY_MS, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
+import type {ReadinessProbe} from './readiness.js';
 import {rawServiceUnavailable, REJECT_BODY} from '../reject-answer.js';
 
 /** socket.io's default path (its `path` option). */
@@ -150,7 +151,6 @@ export class RequestFilter implements ServerFilter {
 	private readonly currentMode = (): Mode => this.mode;
 
 	constructor(readonly server: Server, private readonly options: FilterOptions) {
-		claimServer(server);
 		this.hasListened = server.listening;
 		if (!this.hasListened) {
 			server.once('listening', this.listened);
@@ -254,6 +254,10 @@ export class RequestFilter implements ServerFilter {
 	/** Event streams still open, among those sorted out by `sortLongLived()`. */
 	get streams(): number {
 		return this.ledger.streams;
+	}
+
+	setReadiness(readiness: ReadinessProbe): void {
+		this.probes.readiness = readiness;
 	}
 
 	setMode(mode: Mode): void {
@@ -440,7 +444,6 @@ export class RequestFilter implements ServerFilter {
 		this.server.removeListener('listening', this.onLateListen);
 		this.server.removeListener('listening', this.listened);
 		this.closeOnListen = false;
-		releaseServer(this.server);
 	}
 
 	/** Returns true when the request was answered here and must not reach the app. */

@@ -35,6 +35,7 @@ import {Arrivals, PEER_COUNTER, type Counted} from './arrivals.js';
 import {Ledger} from './ledger.js';
 import {endOwnedStream, eventStreamRetryBody, ignoreError, isEventStreamHeaders, RETIRE_RETRY_MS, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
+import type {ReadinessProbe} from './readiness.js';
 
 export {SHUTDOWN_NOTICE_MS} from './http2-sessions.js';
 
@@ -146,6 +147,7 @@ export class Http2Filter implements ServerFilter {
 	private readonly http1: RequestFilter;
 	private readonly ownEmit: Http2AnyServer['emit'];
 	private readonly rejectHeaders: OutgoingHttpHeaders;
+	private readonly grpcRejectHeaders: OutgoingHttpHeaders;
 	private readonly eventStreamBody: Buffer;
 	private readonly eventStreamHeaders: OutgoingHttpHeaders;
 	/** What a retiring worker answers a new event stream with. */
@@ -171,6 +173,8 @@ export class Http2Filter implements ServerFilter {
 		const http1Emit = server.emit;
 		const ownEmit = this.ownEmit;
 		this.rejectHeaders = {...answerHeaders(503, REJECT_BODY), 'retry-after': String(options.retryAfterSeconds)};
+		// A trailers-only response (the gRPC over HTTP/2 spec): status 14, UNAVAILABLE.
+		this.grpcRejectHeaders = {[this.names.status]: 200, 'content-type': 'application/grpc', 'grpc-status': '14', 'grpc-message': 'graceful-cluster: this server is shutting down; retry on another'};
 		this.eventStreamBody = eventStreamRetryBody(options.retryAfterSeconds * 1000);
 		this.eventStreamHeaders = answerHeaders(200, this.eventStreamBody, 'text/event-stream');
 		this.retireStreamHeaders = answerHeaders(200, RETIRE_STREAM_BODY, 'text/event-stream');
@@ -268,6 +272,11 @@ export class Http2Filter implements ServerFilter {
 	cutLongLived(): LongLivedClosed {
 		const http1 = this.http1.cutLongLived();
 		return {upgrades: http1.upgrades, streams: this.ledger.cutEventStreams(cancelStream) + http1.streams};
+	}
+
+	setReadiness(readiness: ReadinessProbe): void {
+		this.probes.readiness = readiness;
+		this.http1.setReadiness(readiness);
 	}
 
 	setMode(mode: Mode): void {
@@ -381,7 +390,13 @@ export class Http2Filter implements ServerFilter {
 	private reject(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
 		this.ledger.rejected++;
 		this.options.onReject?.({method: headers[this.names.method], path: headers[this.names.path], remote: stream.session?.socket?.remoteAddress});
-		if (wantsEventStream(headers)) {
+		if (headers['content-type']?.startsWith('application/grpc') === true) {
+			// A gRPC call: refused as gRPC says, UNAVAILABLE, which its clients retry elsewhere.
+			stream.on('error', ignoreError);
+			if (!stream.destroyed && !stream.closed) {
+				stream.respond(this.grpcRejectHeaders, {endStream: true});
+			}
+		} else if (wantsEventStream(headers)) {
 			// EventSource never retries a 503: a 200 stream that ends at once after `retry:`.
 			this.respond(stream, this.eventStreamHeaders, this.eventStreamBody);
 		} else {

@@ -21,4 +21,4 @@ import type * as worker from './index.js' with {'resolution-mode': 'import'};
 
 export type * from './index.js' with {'resolution-mode': 'import'};
 
-export const {attach} = require('./index.js') as typeof worker;
+export const {attach, exclude} = require('./index.js') as typeof worker;

@@ -11,6 +11,7 @@
  *   without running the checks.
  */
 import {Mode, type FilterOptions} from './filter.js';
+import type {ReadinessProbe} from './readiness.js';
 
 const QUESTION_MARK = 63;
 
@@ -29,7 +30,7 @@ export function isPath(url: string, path: string): boolean {
 	return path !== '' && url.startsWith(path) && (url.length === path.length || url.charCodeAt(path.length) === QUESTION_MARK);
 }
 
-export type ProbeSettings = Pick<FilterOptions, 'readinessPath' | 'livenessPath' | 'readiness'>;
+export type ProbeSettings = Pick<FilterOptions, 'readinessPath' | 'livenessPath'>;
 
 export type ProbeKind = 'readiness' | 'liveness';
 
@@ -37,6 +38,9 @@ export type ProbeKind = 'readiness' | 'liveness';
 const readinessFor = (mode: Mode): ProbeAnswer => (mode === Mode.SERVING || mode === Mode.RETIRE ? READY : DRAINING);
 
 export class Probes {
+	/** The app's readiness checks (`attach(server, {readinessChecks})`), run by the readiness probe while serving; absent: ready at once. */
+	readiness: ReadinessProbe | undefined;
+
 	constructor(private readonly settings: ProbeSettings) {}
 
 	/** Which probe `url` asks for; undefined for every other request (two string compares on the hot path). */
@@ -59,7 +63,7 @@ export class Probes {
 			return ALIVE;
 		}
 
-		const {readiness} = this.settings;
+		const {readiness} = this;
 		if (readiness === undefined || mode() !== Mode.SERVING) {
 			return readinessFor(mode());
 		}

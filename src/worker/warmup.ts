@@ -75,17 +75,13 @@ export class Warmup {
 		return this.state === 'warming';
 	}
 
-	/** An attached server: kept from connections until ready; its checks join the warm-up's. */
-	add(server: net.Server, readiness: Readiness | undefined): void {
+	/** A drained server: kept from connections until ready. */
+	add(server: net.Server): void {
 		if (this.state !== 'warming') {
 			return;
 		}
 
-		if (readiness) {
-			this.checks.push(readiness);
-		}
-
-		if (this.roundRobin && !this.mustServe && (!server.listening || sharesRoundRobin(server))) {
+		if (this.roundRobin && !this.mustServe && !this.refusing.has(server) && (!server.listening || sharesRoundRobin(server))) {
 			this.refusing.set(server, server.maxConnections);
 			// An accessor, not a value: an app that sets its own limit after attach()
 			// (`server.maxConnections = 1000`) would otherwise end the warm-up
@@ -106,7 +102,19 @@ export class Warmup {
 			});
 		}
 
-		// On the next turn: servers attached together are checked together.
+		this.look();
+	}
+
+	/** A server's readiness checks (`attach(server, {readinessChecks})`): they join the warm-up's. */
+	addChecks(readiness: Readiness): void {
+		if (this.state === 'warming') {
+			this.checks.push(readiness);
+			this.look();
+		}
+	}
+
+	/** On the next turn: a server and the checks attach() gives it in the same turn are checked together. */
+	private look(): void {
 		this.timer ??= setTimeout(this.poll, 0).unref();
 	}
 

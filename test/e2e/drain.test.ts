@@ -151,15 +151,28 @@ test('serve period: new requests are served with Connection: close, then rejecte
 	t.is((await app.exited).code, 0, app.text());
 });
 
-test('a worker that never calls attach() gets the basic drain: served until the reject phase ends, then disconnected', async t => {
-	const app = await startCluster(t, ['--reject-period', '2s', '--grace-period', '10s'], fixture('app.mjs'), {env: {FIXTURE_NO_ATTACH: '1'}});
+test('with --auto-attach off, a worker whose app never calls attach() gets the basic drain: served until the reject phase ends, then disconnected; the summary says nothing was counted', async t => {
+	const app = await startCluster(t, ['--auto-attach', 'off', '--reject-period', '2s', '--grace-period', '10s'], fixture('app.mjs'), {env: {FIXTURE_NO_ATTACH: '1'}});
 	app.kill('SIGTERM');
 	await app.waitForLog('drain started');
-	t.is((await client(url(app.port, '/'))).statusCode, 200, 'no filter without the helper');
+	t.is((await client(url(app.port, '/'))).statusCode, 200, 'no filter: the drain took no server');
 	await app.waitForLog('disconnecting a worker that did not attach graceful-cluster', {count: 2});
 	const exit = await app.exited;
 	t.is(exit.code, 0, app.text());
-	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean'});
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'uncounted', exitCode: 0, served: null, rejected: null, responsesCut: null, uncounted: [`*:${app.port}`]});
+});
+
+test('the same app with the defaults: its server is drained without attach(): the reject phase answers 503, the summary counts', async t => {
+	const app = await startCluster(t, ['--reject-period', '1500ms', '--grace-period', '10s'], fixture('app.mjs'), {env: {FIXTURE_NO_ATTACH: '1'}});
+	const slow = client(url(app.port, '/slow?ms=2500'));
+	await app.waitForLog('fixture request started');
+	app.kill('SIGTERM');
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests', {count: 2});
+	t.like(await client(url(app.port, '/')), {statusCode: 503, headers: {connection: 'close', 'retry-after': '1'}});
+	t.is((await client(url(app.port, '/readyz'))).statusCode, 503);
+	t.is((await slow).statusCode, 200, 'the request in flight, past the reject phase\'s end');
+	t.is((await app.exited).code, 0, app.text());
+	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0, served: 1, rejected: 1, responsesCut: 0, uncounted: []});
 });
 
 test('with nothing in flight the drain still lasts the whole reject phase, then stops listening and closes idle keep-alive connections', async t => {
@@ -187,8 +200,8 @@ test('at the end of the reject phase the workers stop listening: new connections
 	t.is((await app.exited).code, 0, app.text());
 });
 
-test('a worker without the helper that still holds a request at the deadline is killed: exit 3', async t => {
-	const app = await startCluster(t, ['--reject-period', '300ms', '--grace-period', '2s'], fixture('app.mjs'), {env: {FIXTURE_NO_ATTACH: '1'}});
+test('with --auto-attach off, a worker with no drained server that still holds a request at the deadline is killed: exit 3', async t => {
+	const app = await startCluster(t, ['--auto-attach', 'off', '--reject-period', '300ms', '--grace-period', '2s'], fixture('app.mjs'), {env: {FIXTURE_NO_ATTACH: '1'}});
 	void client(url(app.port, '/hang')).catch(() => undefined);
 	await app.waitForLog('fixture request started');
 	app.kill('SIGTERM');

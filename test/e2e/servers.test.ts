@@ -1,31 +1,64 @@
-// Apps with more than one server: every address is logged, and one that no
-// attach() covers is named at start, because its requests are cut at exit.
+// Apps with more than one server, none of them passed to attach(): every HTTP
+// server is drained as it listens (an admin or metrics port too); one the
+// drain does not take (left out with exclude(), or not HTTP) is named at
+// start, and the drain's summary says it went uncounted.
 import test from 'ava';
-import {freePort} from '../../testkit/net.js';
-import {fixture, start} from '../helpers/cluster.js';
+import {url, freePort} from '../../testkit/net.js';
+import {fixture, start, type LogLine} from '../helpers/cluster.js';
+import {client, rawExchange} from '../helpers/http.js';
 
-const WARNING = 'a server listens on an address that no attach() covers: its requests in flight are cut when the worker exits. Call attach(server) for it too';
+const WARNING = 'a server graceful-cluster does not drain listens here (not HTTP, left out with exclude(), or --auto-attach off without attach()): nothing counts its requests, and those in flight when the worker exits are cut';
+const drainFinished = (lines: readonly LogLine[]): LogLine | undefined => lines.find(line => line.role === 'primary' && line.msg === 'drain finished');
 
-test('a second server the app did not attach: "worker listening" for both addresses, one warning naming the uncovered one', async t => {
-	const adminPort = await freePort();
-	const app = start(t, ['-w', '2', '--reject-period', '200ms', fixture('two-servers.mjs')], {env: {ADMIN_PORT: String(adminPort)}});
-	const warning = await app.waitForLog(WARNING);
-	t.is(warning['address'], `*:${adminPort}`);
-	t.is(warning['level'], 'warn');
-	const addresses = app.lines.filter(line => line.msg === 'worker listening').map(line => String(line['address']));
-	t.is(addresses.length, 4, 'two addresses per worker');
-	t.is(addresses.filter(address => address === `*:${adminPort}`).length, 2);
+test('an admin port with no code in the app: both servers drained; a request in flight on each finishes, /readyz and new requests get the drain 503 on each, all counted', async t => {
+	const [port, adminPort] = [await freePort(), await freePort()];
+	const app = start(t, ['-w', '2', '--log-level', 'debug', '--reject-period', '3s', '--grace-period', '15s', fixture('two-servers.mjs')], {env: {PORT: String(port), ADMIN_PORT: String(adminPort)}});
+	await app.waitForLog('worker listening', {count: 4});
+	await app.waitForLog('every address of the worker is drained', {count: 2});
+	const slow = [client(url(port, '/slow?ms=4000')), client(url(adminPort, '/slow?ms=4000'))];
+	await app.waitForLog('fixture request started', {count: 2});
 	app.kill('SIGTERM');
-	t.is((await app.exited).code, 0, app.text());
-	t.is(app.lines.filter(line => line.msg === WARNING).length, 1, 'once per address, not per worker');
-});
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests', {count: 2});
+	for (const each of [port, adminPort]) {
+		// eslint-disable-next-line no-await-in-loop
+		t.like(await client(url(each, '/')), {statusCode: 503, headers: {connection: 'close', 'retry-after': '1'}}, `a new request on ${each}`);
+		// eslint-disable-next-line no-await-in-loop
+		t.is((await client(url(each, '/readyz'))).statusCode, 503, `/readyz on ${each}`);
+	}
 
-test('both servers attached: no warning', async t => {
-	const app = start(t, ['-w', '1', '--log-level', 'debug', '--reject-period', '200ms', fixture('two-servers.mjs')], {env: {ADMIN_ATTACH: '1'}});
-	await app.waitForLog('worker listening', {count: 2});
-	// The check, a second after the worker listens.
-	await app.waitForLog('every address of the worker is attached');
-	app.kill('SIGTERM');
+	t.deepEqual((await Promise.all(slow)).map(response => response.body), ['app slow', 'admin slow'], 'past the reject phase\'s end');
 	t.is((await app.exited).code, 0, app.text());
 	t.falsy(app.lines.find(line => line.msg === WARNING));
+	t.like(drainFinished(app.lines), {outcome: 'clean', exitCode: 0, served: 2, rejected: 2, responsesCut: 0, uncounted: []});
+});
+
+for (const when of ['before', 'after'] as const) {
+	test(`an admin server left out with exclude() ${when} its listen(): served as without graceful-cluster through the drain, named at start; the drain is "uncounted", exit 0`, async t => {
+		const adminPort = await freePort();
+		const app = start(t, ['-w', '2', '--reject-period', '2s', fixture('two-servers.mjs')], {env: {ADMIN_PORT: String(adminPort), ADMIN_EXCLUDE: when}});
+		const warning = await app.waitForLog(WARNING);
+		t.is(warning['address'], `*:${adminPort}`);
+		t.is(warning['level'], 'warn');
+		const addresses = app.lines.filter(line => line.msg === 'worker listening').map(line => String(line['address']));
+		t.is(addresses.filter(address => address === `*:${adminPort}`).length, 2, 'every address is logged');
+		app.kill('SIGTERM');
+		await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests', {count: 2});
+		t.like(await client(url(adminPort, '/')), {statusCode: 200, body: 'admin'}, 'no filter on it');
+		t.like(await client(url(adminPort, '/readyz')), {statusCode: 200, body: 'admin'}, 'no probes either: the app\'s own route');
+		t.is((await app.exited).code, 0, app.text());
+		t.is(app.lines.filter(line => line.msg === WARNING).length, 1, 'once per address, not per worker');
+		const summary = drainFinished(app.lines);
+		t.like(summary, {outcome: 'uncounted', exitCode: 0, responsesCut: null, uncounted: [`*:${adminPort}`]});
+		t.is(typeof summary?.['served'], 'number', 'the app server\'s requests are still counted');
+	});
+}
+
+test('a raw net server beside the HTTP one: it serves untouched, named at start; the summary says uncounted, exit 0', async t => {
+	const rawPort = await freePort();
+	const app = start(t, ['-w', '1', '--reject-period', '1s', fixture('two-servers.mjs')], {env: {RAW_PORT: String(rawPort)}});
+	t.is((await app.waitForLog(WARNING))['address'], `*:${rawPort}`);
+	t.is((await rawExchange(rawPort, '', {until: received => received.includes('raw')})).received, 'raw\n');
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+	t.like(drainFinished(app.lines), {outcome: 'uncounted', exitCode: 0, responsesCut: null, uncounted: [`*:${rawPort}`]});
 });

@@ -121,7 +121,12 @@ export class FakeWorker extends EventEmitter implements WorkerHandle {
 		return this.received.map(message => message['type']);
 	}
 
+	/** Listens on `port`; a worker that drains says first that a drained server covers it, as a real one does. */
 	listen(port = 3000): this {
+		if (this.draining) {
+			this.say({type: 'covers', address: String(port)});
+		}
+
 		this.emit('listening', {address: '127.0.0.1', port, addressType: 4});
 		return this;
 	}
@@ -131,7 +136,11 @@ export class FakeWorker extends EventEmitter implements WorkerHandle {
 		return this;
 	}
 
+	/** Has a server to drain (attach(), or one the bootstrap took): said once, before it listens. */
+	private draining = false;
+
 	attach(): this {
+		this.draining = true;
 		return this.say({type: 'attached'});
 	}
 

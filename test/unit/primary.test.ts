@@ -592,26 +592,71 @@ test('drain: a worker without the helper killed at the deadline: responsesCut is
 	t.like(p.line('drain finished'), {workersLost: 1, responsesCut: null, lost: [{worker: a!.id, inflight: null, killedFor: 'deadline'}]});
 });
 
-// Worker a leaves by itself, exit 0: without the helper, its own exit may have
-// cut requests nobody counted; still starting, it held none.
-for (const {a: place, responsesCut} of [{a: 'listening without the helper', responsesCut: null}, {a: 'still starting', responsesCut: 0}] as const) {
-	test(`drain: attached workers and one ${place} that leaves by itself: clean, responsesCut ${String(responsesCut)}`, async t => {
+// Worker a leaves by itself, exit 0: listening with nothing drained, its own
+// exit may have cut requests nobody counted; still starting, it held none.
+for (const {a: place, responsesCut, outcome} of [{a: 'listening with nothing drained', responsesCut: null, outcome: 'uncounted'}, {a: 'still starting', responsesCut: 0, outcome: 'clean'}] as const) {
+	test(`drain: drained workers and one ${place} that leaves by itself: ${outcome}, responsesCut ${String(responsesCut)}`, async t => {
 		const p = primary({workers: 2});
 		const [a, b] = p.cluster.workers;
 		if (place !== 'still starting') {
-			a!.listen();
+			a!.listen(4000);
 		}
 
 		b!.attach().listen();
 		p.edges.signal('SIGTERM');
-		b!.drained().exit(0);
+		b!.drained(3).exit(0);
 		a!.exit(0);
 		t.is(await p.done, ExitCode.OK);
-		t.like(p.line('drain finished'), {outcome: 'clean', workersLost: 0, responsesCut});
+		t.like(p.line('drain finished'), {outcome, exitCode: 0, workersLost: 0, responsesCut, served: 3, uncounted: place === 'still starting' ? [] : ['127.0.0.1:4000']});
 	});
 }
 
-test('drain progress tells a worker without the helper from one that has not reported', t => {
+test('drain: a drained server and one nothing counts in the same worker (a raw protocol, one left out): uncounted, exit 0, the counted figures kept', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.cluster.workers;
+	a!.attach().listen(3000);
+	// Its second server: no drained server covers it.
+	a!.emit('listening', {address: '127.0.0.1', port: 6379, addressType: 4});
+	p.edges.signal('SIGTERM');
+	a!.drained(5).exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'uncounted', exitCode: 0, served: 5, responsesCut: null, uncounted: ['127.0.0.1:6379']});
+});
+
+test('drain: a server the drain took, then let go (exclude() after listen): its address counts as uncounted', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.cluster.workers;
+	a!.attach().listen(3000).say({type: 'covers', address: '3000', drained: false});
+	p.edges.signal('SIGTERM');
+	a!.drained(0).exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'uncounted', uncounted: ['127.0.0.1:3000']});
+});
+
+test('drain: no worker had a server to drain, but they listened: served, aborted, rejected and responsesCut are unknown (null), not 0', async t => {
+	const p = primary({workers: 2});
+	const [a, b] = p.cluster.workers;
+	a!.listen(7000);
+	b!.listen(7000);
+	p.edges.signal('SIGTERM');
+	p.clock.advance(TIMELINE.servePeriodMs + TIMELINE.rejectPeriodMs);
+	a!.exit(0);
+	b!.exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'uncounted', exitCode: 0, served: null, aborted: null, rejected: null, responsesCut: null, uncounted: ['127.0.0.1:7000']});
+});
+
+test('drain: workers that never listen (queue consumers) have nothing uncounted: clean', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.cluster.workers;
+	p.edges.signal('SIGTERM');
+	p.clock.advance(TIMELINE.servePeriodMs + TIMELINE.rejectPeriodMs);
+	a!.exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'clean', served: 0, responsesCut: 0, uncounted: []});
+});
+
+test('drain progress tells a worker with nothing to drain from one that has not reported', t => {
 	const p = primary({workers: 3});
 	const [a, b, c] = p.cluster.workers;
 	a!.listen();
@@ -619,7 +664,7 @@ test('drain progress tells a worker without the helper from one that has not rep
 	c!.attach().listen().say({type: 'inflight', inflight: 4, served: 0, rejected: 0, upgrades: 0, streams: 0});
 	p.edges.signal('SIGTERM');
 	p.clock.advance(1000);
-	t.like(p.line('drain progress'), {inflight: 4, workers: {[a!.id]: 'no helper', [b!.id]: 'no report', [c!.id]: 4}});
+	t.like(p.line('drain progress'), {inflight: 4, workers: {[a!.id]: 'nothing drained', [b!.id]: 'no report', [c!.id]: 4}});
 });
 
 test('reload then drain: a worker still retiring is the drain\'s: killed at the drain\'s deadline (exit 3), not at its own', async t => {

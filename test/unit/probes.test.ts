@@ -3,7 +3,7 @@
 import test from 'ava';
 import {Probes, type ProbeSettings} from '../../src/worker/probes.js';
 
-const probes = (readinessPath: string, livenessPath: string): Probes => new Probes({readinessPath, livenessPath, readiness: undefined} satisfies ProbeSettings);
+const probes = (readinessPath: string, livenessPath: string): Probes => new Probes({readinessPath, livenessPath} satisfies ProbeSettings);
 
 test('the default paths: the exact path or the path with a query; nothing else', t => {
 	const p = probes('/readyz', '/livez');

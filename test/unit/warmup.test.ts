@@ -35,8 +35,9 @@ test('refuses the round-robin\'s connections until every check of every server p
 	const b = http.createServer();
 	b.maxConnections = 500;
 	const checks = new Readiness({warm: () => warm || Promise.reject(new Error('cache not loaded'))}, 1000);
-	warmup.add(a, checks);
-	warmup.add(b, undefined);
+	warmup.add(a);
+	warmup.addChecks(checks);
+	warmup.add(b);
 	t.is(a.maxConnections, -1);
 	t.is(b.maxConnections, -1);
 	t.true(warmup.warming);
@@ -58,7 +59,8 @@ test('the readiness probe answers ready while warming (the other workers serve),
 	const {warmup} = rig();
 	const checks = new Readiness({db: () => false}, 1000);
 	const probe = warmup.probeFor(checks)!;
-	warmup.add(http.createServer(), checks);
+	warmup.add(http.createServer());
+	warmup.addChecks(checks);
 	t.is(await probe.probe(), undefined);
 	warmup.stop();
 	t.false(warmup.warming);
@@ -69,7 +71,7 @@ test('the readiness probe answers ready while warming (the other workers serve),
 test('without round-robin (NODE_CLUSTER_SCHED_POLICY=none), connections cannot be refused without dropping them: left alone', async t => {
 	const {sent, warmup} = rig(false);
 	const server = http.createServer();
-	warmup.add(server, undefined);
+	warmup.add(server);
 	t.is(server.maxConnections, undefined as unknown as number);
 	await until(() => sent.length > 0);
 
@@ -80,7 +82,8 @@ test('an exclusive listen gets a handle of its own: given back its limit as it l
 	const {warmup} = rig();
 	const server = http.createServer();
 	t.teardown(() => server.close());
-	warmup.add(server, new Readiness({never: () => false}, 1000));
+	warmup.add(server);
+	warmup.addChecks(new Readiness({never: () => false}, 1000));
 	t.is(server.maxConnections, -1);
 	server.listen(0, '127.0.0.1');
 	await pEvent(server, 'listening');
@@ -91,12 +94,13 @@ test('an exclusive listen gets a handle of its own: given back its limit as it l
 test('serve-now (nobody else serves): the refusals end at once, ready or not; servers attached later are not refused', t => {
 	const {warmup} = rig();
 	const a = http.createServer();
-	warmup.add(a, new Readiness({never: () => false}, 1000));
+	warmup.add(a);
+	warmup.addChecks(new Readiness({never: () => false}, 1000));
 	t.is(a.maxConnections, -1);
 	warmup.serveNow();
 	t.is(a.maxConnections, undefined as unknown as number);
 	const b = http.createServer();
-	warmup.add(b, undefined);
+	warmup.add(b);
 	t.is(b.maxConnections, undefined as unknown as number);
 	t.true(warmup.warming, 'still warming up: the primary waits for ready before it counts the slot replaced');
 	warmup.stop();

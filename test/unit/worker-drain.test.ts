@@ -7,6 +7,7 @@ import net, {type AddressInfo} from 'node:net';
 import {setImmediate as nextTurn} from 'node:timers/promises';
 import {pEvent} from 'p-event';
 import {DEFAULT_WORKER_SETTINGS} from '../../src/settings.js';
+import {LISTEN_SETTLE_MS} from '../../src/timeline.js';
 import {ProcessDrain, type DrainSummary} from '../../src/worker/drain.js';
 import {UPGRADE_CLOSE_WAIT_MS} from '../../src/worker/long-lived.js';
 import {modeFor} from '../../src/worker/phase.js';
@@ -91,6 +92,36 @@ test('serve -> reject -> closing -> hooks -> done, each at its moment', async t 
 	t.is(r.clock.waiting, 0, 'every timer cleared');
 	t.deepEqual(r.messages().filter(message => message !== 'rejected requests while draining'), ['drain started', 'rejecting new requests', 'stopped listening; waiting for requests in flight', 'running shutdown hooks']);
 	t.like(r.lines[0], {servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: 10_000});
+});
+
+test('a drain that came while the app was still starting (settle()): the hooks wait LISTEN_SETTLE_MS after its first server listens, for the rest of the app to come up', async t => {
+	const r = await rig(t);
+	const order: string[] = [];
+	r.drain.addHook(() => {
+		order.push(`hook at ${r.clock.now()}`);
+	});
+	r.drain.settle();
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 300, gracePeriodMs: 10_000});
+	r.clock.advance(500);
+	t.is(r.drain.phaseName, 'closing', 'past the reject phase, waiting for the app');
+	r.server.listen(0, '127.0.0.1');
+	await once(r.server, 'listening');
+	r.clock.advance(LISTEN_SETTLE_MS - 1);
+	t.deepEqual(order, [], 'not before the settle time since its listen');
+	r.clock.advance(1);
+	t.deepEqual(order, [`hook at ${500 + LISTEN_SETTLE_MS}`]);
+	await r.whenFinished;
+});
+
+test('settle() with no listen: the hooks wait LISTEN_SETTLE_MS from the drain\'s start, no longer', async t => {
+	const r = await rig(t);
+	r.drain.settle();
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 300, gracePeriodMs: 10_000});
+	r.clock.advance(LISTEN_SETTLE_MS - 1);
+	t.is(r.drain.phaseName, 'closing');
+	r.clock.advance(1);
+	await r.whenFinished;
+	t.is(r.drain.phaseName, 'done');
 });
 
 test('no serve period: the reject phase starts at once', async t => {
