@@ -36,7 +36,7 @@ const INPUTS = path.join(ROOT, 'dist/bundle-inputs.json');
 /** What the outputs depend on besides the bundled modules, root-relative. */
 const ALSO_READ = ['package.json', 'tsconfig.json', 'scripts/bundle.js', 'scripts/write-help.js', 'node_modules/yargs/package.json', 'dist/src/worker/index.cjs', 'dist/src/exit-codes.js'];
 /** What must be there for a skip. */
-const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.cjs', 'dist/bundle/cli.js', 'dist/bundle/main.cjs', 'dist/bundle/worker/bootstrap.cjs', 'dist/bundle/worker/watchdog-thread.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs'];
+const OUTPUTS = ['dist/src/help.txt', 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt', 'dist/bundle/cli.cjs', 'dist/bundle/cli.js', 'dist/bundle/main.cjs', 'dist/bundle/worker/bootstrap.cjs', 'dist/bundle/worker/hosts.cjs', 'dist/bundle/worker/watchdog-thread.js', 'dist/bundle/worker/index.js', 'dist/bundle/worker/index.cjs'];
 
 /** True when the last run's outputs are all there and no file it read is newer than its list. */
 function upToDate() {
@@ -119,14 +119,35 @@ const mainApart = {
 	},
 };
 
+/**
+ * The drain's own code (worker/hosts.ts) is a file of its own, worker/hosts.cjs,
+ * which the bootstrap and the helper load only when a process first needs a
+ * drain (load-hosts.ts): the bootstrap with `require()`, the ES helper with a
+ * `require()` made by createRequire. The two then share one instance of it.
+ */
+const hostsApart = format => ({
+	name: 'hosts-apart',
+	setup(build) {
+		build.onResolve({filter: /^\.\/load-hosts\.js$/}, () => ({path: 'load-hosts', namespace: 'hosts-apart'}));
+		build.onLoad({filter: /.*/, namespace: 'hosts-apart'}, () => ({
+			contents: format === 'cjs'
+				? 'module.exports = {loadHosts: () => require("./hosts.cjs")};'
+				: 'import {createRequire} from "node:module";\nexport const loadHosts = () => createRequire(import.meta.url)("./hosts.cjs");',
+			loader: 'js',
+		}));
+		build.onResolve({filter: /^\.\/hosts\.cjs$/, namespace: 'hosts-apart'}, () => ({path: './hosts.cjs', external: true}));
+	},
+});
+
 const builds = {
 	cli: {entryPoints: {cli: 'src/cli.ts', main: 'src/main.ts'}, outdir: OUT, base: 'src', plugins: [mainApart], ...commonJs},
 	worker: {
 		entryPoints: {index: 'src/worker/index.ts', 'watchdog-thread': 'src/worker/watchdog-thread.ts'},
 		outdir: path.join(OUT, 'worker'),
 		base: 'src/worker',
+		plugins: [hostsApart('esm')],
 	},
-	bootstrap: {entryPoints: {bootstrap: 'src/worker/bootstrap.ts'}, outdir: path.join(OUT, 'worker'), base: 'src/worker', ...commonJs},
+	bootstrap: {entryPoints: {bootstrap: 'src/worker/bootstrap.ts', hosts: 'src/worker/hosts.ts'}, outdir: path.join(OUT, 'worker'), base: 'src/worker', plugins: [hostsApart('cjs')], ...commonJs},
 };
 
 // Wholly generated: a chunk of an earlier build must not linger.

@@ -112,6 +112,17 @@ export interface CoversMessage {
 }
 
 /**
+ * Worker -> primary: a server listens without node:cluster
+ * (`listen({exclusive: true})`), which then tells the primary nothing: the
+ * worker does, and the primary counts it as node:cluster's `'listening'`.
+ * `address`: `host:port`, or a socket's path.
+ */
+export interface ListeningApartMessage {
+	readonly type: 'listening-apart';
+	readonly address: string;
+}
+
+/**
  * Responses that closed during the drain without completing (counts.ts);
  * optional in every message: an older helper does not tell them apart and
  * counts them in `served`.
@@ -309,12 +320,12 @@ export interface EndRejectMessage {
 }
 
 export type ToWorker = LeaveMessage | MetricsRequestMessage | ServeNowMessage | EndRejectMessage;
-export type ToPrimary = AttachedMessage | NotReadyMessage | ReadyMessage | NoticeMessage | CoversMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
+export type ToPrimary = AttachedMessage | NotReadyMessage | ReadyMessage | NoticeMessage | CoversMessage | ListeningApartMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
 
 /** Every message type, by direction: a type left out of these is a compile error. */
 const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true, 'serve-now': true, 'end-reject': true};
-const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, 'not-ready': true, ready: true, notice: true, covers: true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
+const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, 'not-ready': true, ready: true, notice: true, covers: true, 'listening-apart': true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
 /** What a worker accepts from the primary, and the primary from a worker (`parseMessage`'s `accept`). */
 export const TO_WORKER = Object.keys(TO_WORKER_TYPES) as ReadonlyArray<ToWorker['type']>;
 export const TO_PRIMARY = Object.keys(TO_PRIMARY_TYPES) as ReadonlyArray<ToPrimary['type']>;
@@ -356,6 +367,7 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	ready: {},
 	notice: {code: 'notice'},
 	covers: {address: 'text', drained: 'flag?'},
+	'listening-apart': {address: 'text'},
 	inflight: {inflight: 'count', served: 'count', aborted: 'count?', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?', atSignal: 'flag?', hooksFailed: 'count?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown; atSignal?: unknown; hooksFailed?: unknown}), FieldKind>,
 	hooks: {served: 'count', aborted: 'count?', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?'},
 	'hook-failed': {hook: 'text'},

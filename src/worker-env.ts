@@ -7,6 +7,7 @@
  *   the log level        GRACEFUL_CLUSTER_LOG_LEVEL
  *   the heartbeat        GRACEFUL_CLUSTER_WORKER_TIMEOUT, GRACEFUL_CLUSTER_HUNG_STACK
  *   which servers        GRACEFUL_CLUSTER_AUTO_ATTACH
+ *   a start's bound      GRACEFUL_CLUSTER_LISTEN_TIMEOUT (how long a drain waits for an app still starting)
  *   the worker's role    GRACEFUL_CLUSTER_REPLACEMENT, set for one fork only (`replacementEnv`)
  *   the peers' rates     GRACEFUL_CLUSTER_PEER_RATES (worker/arrivals.ts)
  *
@@ -26,6 +27,7 @@ export const WORKER_ENV = {
 	workerTimeout: envName('worker-timeout'),
 	hungStack: envName('hung-stack'),
 	autoAttach: envName('auto-attach'),
+	listenTimeout: envName('listen-timeout'),
 	/** Not an option: `on` in a reload's or a recycle's replacement (worker/warmup.ts). */
 	replacement: 'GRACEFUL_CLUSTER_REPLACEMENT',
 	/** Not an option: `off` when nothing reads the peers' rates before a signal (worker/arrivals.ts). */
@@ -48,6 +50,7 @@ export interface WorkerEnvOptions {
 	readonly workerTimeoutMs: number;
 	readonly hungStack: boolean;
 	readonly autoAttach: boolean;
+	readonly listenTimeoutMs: number;
 	/** The two readers of the peers' rates (worker/arrivals.ts). */
 	readonly adaptiveReject: boolean;
 	readonly metrics?: unknown;
@@ -71,6 +74,8 @@ export interface WorkerEnv {
 	readonly heartbeat: HeartbeatOptions;
 	/** Every HTTP server the worker listens on is drained, not only those passed to attach(). */
 	readonly autoAttach: boolean;
+	/** `--listen-timeout`: a drain that reaches the worker before it listens waits for that at most this long from its start; 0: not at all. */
+	readonly listenTimeoutMs: number;
 	/** Forked to replace a worker (a reload, a recycle): it warms up first. */
 	readonly replacement: boolean;
 	/** Count each peer's requests while serving (worker/arrivals.ts). */
@@ -84,6 +89,7 @@ export function workerEnv(options: WorkerEnvOptions): Record<string, string> {
 		[WORKER_ENV.workerTimeout]: `${options.workerTimeoutMs}ms`,
 		[WORKER_ENV.hungStack]: options.hungStack ? 'on' : 'off',
 		[WORKER_ENV.autoAttach]: options.autoAttach ? 'on' : 'off',
+		[WORKER_ENV.listenTimeout]: `${options.listenTimeoutMs}ms`,
 		// Read by the adaptive reject period's rule, and shown by /status (--metrics) in a drain.
 		[WORKER_ENV.peerRates]: options.adaptiveReject || options.metrics !== undefined ? 'on' : 'off',
 	};
@@ -98,6 +104,8 @@ export function readWorkerEnv(env: Record<string, string | undefined>): WorkerEn
 			captureStack: env[WORKER_ENV.hungStack] === 'on',
 		},
 		autoAttach: env[WORKER_ENV.autoAttach] !== 'off',
+		// Absent (a primary of another version): the drain does not wait for a listen.
+		listenTimeoutMs: parseDuration(env[WORKER_ENV.listenTimeout] ?? '0') ?? 0,
 		replacement: env[WORKER_ENV.replacement] === 'on',
 		// Absent (a primary of another version): counted, as that primary may read them.
 		peerRates: env[WORKER_ENV.peerRates] !== 'off',

@@ -115,6 +115,9 @@ export interface ClusterDrainOptions {
 	readonly listenTimeoutMs?: number;
 }
 
+/** It had a drained server listening: its requests, at least, were counted. */
+const counted = (record: WorkerRecord): boolean => record.covered.size > 0;
+
 /** A worker in one of these when the signal came (or killed in one) had left for a reload or a recycle: its counts began at its retire. */
 const RETIRED_STATES: ReadonlySet<WorkerRecord['state']['name']> = new Set(['retiring', 'hooks', 'drained']);
 
@@ -484,7 +487,7 @@ export class ClusterDrain {
 		const periodEndMs = rejectEndsAt(timeline);
 		const end = this.rejectEnd ?? {by: 'period' as const, atMs: periodEndMs};
 		const figures = this.arrivals;
-		const reported = this.workers.filter(record => record.report?.arrivals !== undefined);
+		const reported = this.workers.filter(record => counted(record) && record.report?.arrivals !== undefined);
 		// A worker that died during the drain took its last arrivals with it; one with nothing to drain never counted.
 		const uncounted = this.workers.filter(record => record.report?.arrivals === undefined || !leftCleanly(record)).length;
 		let advice: string;
@@ -566,7 +569,7 @@ export class ClusterDrain {
 		// The servers no drain took (a raw protocol, one left out): nothing counted
 		// their requests. Where no worker counted any, the figures are not 0 but unknown.
 		const uncounted = [...new Set(this.workers.flatMap(record => uncovered(record)))];
-		const nothingCounted = uncounted.length > 0 && !this.workers.some(record => isAttached(record.state));
+		const nothingCounted = uncounted.length > 0 && !this.workers.some(counted);
 		const figure = (field: keyof CountsAtSignal): number | null => (nothingCounted ? null : sum(field));
 		// Requests the kill or the lost worker cut short are known from the last
 		// counts, but not where nothing counted them: a lost worker that never

@@ -119,6 +119,9 @@ export class Fleet extends EventEmitter<FleetEvents> {
 				record.warmup = {name: 'ready', at: this.clock.now()};
 			}
 		},
+		'listening-apart': (record, message) => {
+			this.listened(record, message.address);
+		},
 		covers(record, message) {
 			if (message.drained === false) {
 				record.covered.delete(message.address);
@@ -262,7 +265,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 			return;
 		}
 
-		record.state = {name: 'retiring', attached: state.attached, reason};
+		record.state = {name: 'retiring', attached: state.attached, reason, addresses: state.name === 'listening' ? state.addresses : []};
 		// Also to a worker with nothing to drain: its bootstrap runs the app's own
 		// listeners for the signal (worker/bootstrap.ts).
 		this.send(record, {type: 'retire', lingerMs, ...(by ? {signal: by} : {}), ...(reason === 'start-failed' ? {notReady: true} : {})});
@@ -349,25 +352,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		};
 
 		handle.on('listening', (address: Address) => {
-			const {state} = record;
-			if (state.name !== 'starting' && state.name !== 'listening') {
-				return;
-			}
-
-			const where = formatAddress(address);
-			// The first address makes it listening; another is a second server of the app.
-			record.state = state.name === 'listening'
-				? {...state, addresses: [...state.addresses, where]}
-				: {name: 'listening', role: state.role, attached: state.attached, addresses: [where]};
-			this.options.logger.info({worker: record.id, workerPid: record.pid, address: where}, 'worker listening');
-			this.timers.timeout(() => {
-				this.warnUncovered(record);
-			}, COVERAGE_CHECK_MS);
-			if (state.name === 'starting') {
-				this.emit('listening', record);
-			}
-
-			this.emit('address', record);
+			this.listened(record, formatAddress(address));
 		});
 		handle.on('message', (raw: unknown) => {
 			this.onMessage(record, raw);
@@ -389,6 +374,28 @@ export class Fleet extends EventEmitter<FleetEvents> {
 				net = this.clock.setTimeout(gone, CHANNEL_CLOSE_WAIT_MS);
 			}
 		});
+	}
+
+	/** The worker listens on `where`: node:cluster's 'listening', or the worker's word for a server node:cluster does not see (`listening-apart`). */
+	private listened(record: WorkerRecord, where: string): void {
+		const {state} = record;
+		if (state.name !== 'starting' && state.name !== 'listening') {
+			return;
+		}
+
+		// The first address makes it listening; another is a second server of the app.
+		record.state = state.name === 'listening'
+			? {...state, addresses: [...state.addresses, where]}
+			: {name: 'listening', role: state.role, attached: state.attached, addresses: [where]};
+		this.options.logger.info({worker: record.id, workerPid: record.pid, address: where}, 'worker listening');
+		this.timers.timeout(() => {
+			this.warnUncovered(record);
+		}, COVERAGE_CHECK_MS);
+		if (state.name === 'starting') {
+			this.emit('listening', record);
+		}
+
+		this.emit('address', record);
 	}
 
 	private warnUncovered(record: WorkerRecord): void {

@@ -59,7 +59,7 @@ export type PlacedState =
 	| {readonly name: 'starting'; readonly role: Role; readonly attached: boolean}
 	| {readonly name: 'listening'; readonly role: Role; readonly attached: boolean; readonly addresses: readonly string[]}
 	/** Replaced by a reload; leaving. Its exit is planned. */
-	| {readonly name: 'retiring'; readonly attached: boolean; readonly reason: RetireReason};
+	| {readonly name: 'retiring'; readonly attached: boolean; readonly reason: RetireReason; readonly addresses: readonly string[]};
 
 export type LiveState =
 	| PlacedState
@@ -139,7 +139,7 @@ export function addressKey(address: string): string {
  */
 export function uncovered(record: WorkerRecord): string[] {
 	const place = placeOf(record.state);
-	if (place.name !== 'listening') {
+	if (place.name === 'starting') {
 		return [];
 	}
 

@@ -8,7 +8,7 @@
 import net from 'node:net';
 import type {WorkerChannel} from './channel.js';
 import type {ProcessDrain} from './drain.js';
-import {addressOf, drainableKind, type DrainableServer, type ServerFilter} from './filter.js';
+import {addressOf, drainableKind, isExcluded, markExcluded, type DrainableServer, type ServerFilter} from './filter.js';
 import type {ShutdownHook} from './hooks.js';
 import type {DrainListener} from './long-lived.js';
 import {isMetricsRegistry, shareMetrics, type MetricsRegistry} from './metrics.js';
@@ -67,15 +67,6 @@ export interface GracefulHandle {
 	detach(): void;
 }
 
-/** Set on a server the app left out (`exclude()`): a global key, so that two installed copies agree. */
-const EXCLUDED = Symbol.for('graceful-cluster.exclude');
-
-export const isExcluded = (server: object): boolean => (server as Record<symbol, unknown>)[EXCLUDED] === true;
-
-export function markExcluded(server: object, excluded: boolean): void {
-	(server as Record<symbol, unknown>)[EXCLUDED] = excluded;
-}
-
 /** What attach() was given, for its TypeError. */
 function describe(value: unknown): string {
 	if (value === null || value === undefined) {
@@ -109,6 +100,13 @@ export function checkAttachable(server: unknown, options: AttachOptions): assert
 
 	if (options.metricsRegistry !== undefined && !isMetricsRegistry(options.metricsRegistry)) {
 		throw new TypeError('graceful-cluster: attach(server, {metricsRegistry}) takes a prom-client Registry (client.register, or new client.Registry()).');
+	}
+}
+
+/** Throws the TypeError exclude() owes a value that is not a server. */
+export function checkExcludable(server: unknown): asserts server is net.Server {
+	if (!(server instanceof net.Server)) {
+		throw new TypeError(`graceful-cluster: exclude(server) takes a server (a node:net, node:http, node:https or node:http2 one, such as the one Express's app.listen() returns); it got ${describe(server)}.`);
 	}
 }
 
@@ -205,6 +203,7 @@ export class Attachments {
 		if (filter) {
 			this.filters.delete(server);
 			this.drain.removeServer(filter);
+			this.context.warmup?.release(server);
 			const address = server.address();
 			if (address) {
 				this.context.uncovers?.(addressOf(address));

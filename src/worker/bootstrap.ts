@@ -35,11 +35,10 @@ import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js
 import {rejectEndsAt, remaining} from '../timeline.js';
 import {readWorkerEnv} from '../worker-env.js';
 import type {Attachments} from './attach.js';
-import {isExcluded} from './attach.js';
 import {leaveSignal, openChannel} from './channel.js';
-import {hostCluster} from './cluster-host.js';
-import {drainableKind, type DrainableServer} from './filter.js';
-import {followServers} from './listening-servers.js';
+import {drainableKind, isExcluded, type DrainableServer} from './filter.js';
+import {followServers, formatAddress} from './listening-servers.js';
+import {loadHosts} from './load-hosts.js';
 import {startHeartbeat} from './heartbeat.js';
 import {answerScrape} from './metrics.js';
 import {callListeners, endsProcess, holdSignalListeners, listenerName, listenersFor} from './signal-listeners.js';
@@ -79,16 +78,33 @@ if (cluster.isWorker && cluster.worker) {
 	// never has one (a queue consumer) says nothing of a drain to the primary.
 	let drained: Attachments | undefined;
 	const attachments = (): Attachments => {
-		drained ??= hostCluster(channel, logger);
+		drained ??= loadHosts().hostCluster(channel, logger, () => {
+			servers.stopListening();
+		});
 		return drained;
 	};
 
-	channel.attach = (server, options) => attachments().attach(server, options);
-	channel.exclude = server => {
-		drained?.exclude(server);
+	// Before the app's first listen(); those the drain does not take are followed here.
+	const servers = followServers(server => (autoAttach && drainableKind(server) !== undefined && !isExcluded(server) ? attachments().take(server as DrainableServer) : drained?.has(server) ?? false), server => {
+		// node:cluster tells the primary nothing of it: the worker does, once it listens.
+		server.once('listening', () => {
+			const address = formatAddress(server.address());
+			logger.info({address}, 'a server listens without node:cluster (listen({exclusive: true})): it takes its connections itself, not through the primary');
+			channel.send({type: 'listening-apart', address: address.slice(0, 4096)});
+		});
+	});
+	channel.attach = (server, options) => {
+		const handle = attachments().attach(server, options);
+		servers.forget(server);
+		return handle;
 	};
-	// Before the app's first listen().
-	const servers = followServers(server => (autoAttach && drainableKind(server) !== undefined && !isExcluded(server) ? attachments().take(server as DrainableServer) : drained?.has(server) ?? false));
+
+	channel.exclude = server => {
+		if (drained?.has(server)) {
+			drained.exclude(server);
+			servers.follow(server);
+		}
+	};
 
 	// The app's listeners for every signal the primary drains or reloads on, a
 	// `--require` preload's (an APM agent's) included: held from here on.
@@ -148,17 +164,18 @@ if (cluster.isWorker && cluster.worker) {
 	};
 
 	channel.listeners.add(({message, receivedAt}) => {
-		if (held.owner !== 'bootstrap') {
-			return;
-		}
-
-		// The app closes its servers again after node:cluster's disconnect, or
-		// before it: either close succeeds (listening-servers.ts). Retired by a
-		// reload, the worker stops listening now and is disconnected after the
-		// linger (primary/fleet.ts retire).
+		// The servers the drain does not take: the app closes them again after
+		// they stopped listening, and either close succeeds (listening-servers.ts).
+		// Retired by a reload, the worker stops listening on them now; drained,
+		// as its drained servers do (cluster-host.ts), or at node:cluster's
+		// disconnect when it has none (primary/drain.ts).
 		servers.drain();
 		if (message.type === 'retire') {
 			servers.stopListening();
+		}
+
+		if (held.owner !== 'bootstrap') {
+			return;
 		}
 
 		// `pending` until the leave has looked; `done`: the listeners the app had

@@ -10,7 +10,7 @@ import {systemClock} from '../clock.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import {workerSettingsFromEnv} from '../settings.js';
-import {remaining} from '../timeline.js';
+import {LISTEN_SETTLE_MS, remaining} from '../timeline.js';
 import {readWorkerEnv} from '../worker-env.js';
 import {Attachments} from './attach.js';
 import {leaveSignal, type ReceivedDrain, type WorkerChannel} from './channel.js';
@@ -24,11 +24,12 @@ import {Warmup} from './warmup.js';
 /**
  * The process's drain under the CLI, made when its first server is taken: the
  * bootstrap's (bootstrap.ts), or, with a bootstrap of an older version that
- * takes no server, the helper's.
+ * takes no server, the helper's. `stopOthers`: the servers it does not take
+ * stop listening (listening-servers.ts), called as the drained ones do.
  */
-export function hostCluster(channel: WorkerChannel, logger: Logger): Attachments {
+export function hostCluster(channel: WorkerChannel, logger: Logger, stopOthers?: () => void): Attachments {
 	const settings = workerSettingsFromEnv(process.env);
-	const {replacement, peerRates} = readWorkerEnv(process.env);
+	const {replacement, peerRates, listenTimeoutMs} = readWorkerEnv(process.env);
 	const drain = new ProcessDrain(settings, logger, systemClock, {peerRates});
 	let warmup: Warmup | undefined;
 	if (replacement) {
@@ -41,7 +42,7 @@ export function hostCluster(channel: WorkerChannel, logger: Logger): Attachments
 		warmup = started;
 	}
 
-	joinCluster(drain, channel, logger, warmup);
+	joinCluster(drain, channel, logger, {warmup, stopOthers, listenTimeoutMs});
 	return new Attachments(drain, {
 		channel,
 		warmup,
@@ -52,8 +53,16 @@ export function hostCluster(channel: WorkerChannel, logger: Logger): Attachments
 	});
 }
 
-/** `warmup`: this worker replaces another, and takes connections once ready (warmup.ts). */
-export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger, warmup?: Warmup): void {
+interface JoinOptions {
+	/** This worker replaces another, and takes connections once ready (warmup.ts). */
+	readonly warmup: Warmup | undefined;
+	/** The servers the drain does not take stop listening (`hostCluster`). */
+	readonly stopOthers: (() => void) | undefined;
+	/** `--listen-timeout`: how long a drain waits for an app still starting to listen. */
+	readonly listenTimeoutMs: number;
+}
+
+function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger, {warmup, stopOthers, listenTimeoutMs}: JoinOptions): void {
 	// The bootstrap holds the app's signal listeners; they run after our hooks now.
 	const held = getSignalListeners();
 	if (held) {
@@ -76,6 +85,7 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 		covers(address) {
 			channel.send({type: 'covers', address});
 		},
+		stoppedAccepting: stopOthers,
 		notice(code) {
 			channel.send({type: 'notice', code});
 		},
@@ -125,15 +135,24 @@ export function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger:
 	const start = ({message, receivedAt}: ReceivedDrain): void => {
 		warmup?.stop();
 		// Not listening yet (node:cluster's word, `worker.state`, set on a server's
-		// first 'listening'; not in its types): the app is still starting.
-		if ((cluster.worker as {state?: string} | undefined)?.state !== 'listening') {
-			drain.settle();
-		}
-
+		// first 'listening'; not in its types): the app is still starting (an app
+		// that attached, then waits for its database). A drain waits for its
+		// listen until the primary would count it a failed start, but leaves
+		// half the time to the deadline for its shutdown; a retire, a moment.
+		const starting = (cluster.worker as {state?: string} | undefined)?.state !== 'listening';
 		if (message.type === 'drain') {
 			// The message's timeline counts from when the bootstrap read it.
-			drain.begin(remaining(message, performance.now() - receivedAt), leaveSignal(message, held?.received), message.signalAt);
+			const timeline = remaining(message, performance.now() - receivedAt);
+			if (starting) {
+				drain.settle(Math.max(LISTEN_SETTLE_MS, Math.min(listenTimeoutMs - process.uptime() * 1000, timeline.gracePeriodMs / 2)));
+			}
+
+			drain.begin(timeline, leaveSignal(message, held?.received), message.signalAt);
 		} else {
+			if (starting) {
+				drain.settle(LISTEN_SETTLE_MS);
+			}
+
 			drain.retire(message.lingerMs, leaveSignal(message, undefined), message.notReady === true);
 		}
 	};

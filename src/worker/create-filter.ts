@@ -1,8 +1,7 @@
 /**
  * Puts the right filter in front of an attached server: the HTTP/1.1 adapter
  * for node:http and node:https servers, the HTTP/2 adapter for node:http2 ones
- * (filter.ts `drainableKind`), and applies what is the server's own business
- * before the first request: the keep-alive timeouts, which only HTTP/1.1 has.
+ * (filter.ts `drainableKind`), with the settings each needs.
  */
 import type {Server} from 'node:http';
 import type {Logger} from '../logger.js';
@@ -48,30 +47,6 @@ export function createFilter(server: DrainableServer, settings: WorkerSettings, 
 		return new Http2Filter(server as Http2AnyServer, options);
 	}
 
-	// The filter first: a second attach() of the server throws before its settings change.
-	const filter = new RequestFilter(server as Server, options);
-	tuneKeepAlive(server as Server, settings.keepAliveTimeoutMs);
-	return filter;
-}
-
-/**
- * `--keep-alive-timeout` on an HTTP/1.1 server (an HTTP/2 session has no idle
- * timeout unless the app sets one). 0 leaves the server's own values.
- */
-function tuneKeepAlive(server: Server, keepAliveTimeoutMs: number): void {
-	if (keepAliveTimeoutMs <= 0) {
-		return;
-	}
-
-	server.keepAliveTimeout = keepAliveTimeoutMs;
-	// Node answers 408 to a client whose headers take longer than
-	// headersTimeout; below keepAliveTimeout that would hit an idle
-	// connection's next request (nodejs/node#27363).
-	if (server.headersTimeout <= keepAliveTimeoutMs) {
-		server.headersTimeout = keepAliveTimeoutMs + 1000;
-	}
-
-	if (server.requestTimeout > 0 && server.requestTimeout < server.headersTimeout) {
-		server.requestTimeout = server.headersTimeout;
-	}
+	// Only HTTP/1.1 has keep-alive timeouts (an HTTP/2 session has no idle timeout unless the app sets one).
+	return new RequestFilter(server as Server, {...options, keepAliveTimeoutMs: settings.keepAliveTimeoutMs});
 }

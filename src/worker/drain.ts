@@ -65,6 +65,8 @@ export interface DrainHost {
 	notice?(code: NoticeCode): void;
 	/** A drain's signal reached this retiring worker (`drainWhileRetiring`): `counts` are its counts then. */
 	signalledWhileRetiring?(counts: Counts): void;
+	/** The drained servers stopped taking connections (the reject phase's end, a retire): the process's others stop too. */
+	stoppedAccepting?: (() => void) | undefined;
 }
 
 
@@ -187,22 +189,32 @@ export class ProcessDrain {
 		return filter;
 	}
 
+	/** A server of this process listened: the first one starts the settle time of a drain that waits for it. */
 	private readonly listened = (): void => {
-		if (this.settleUntil > 0) {
-			this.settle();
+		if (this.settleUntil > 0 && !this.anyListened) {
+			this.settle(LISTEN_SETTLE_MS);
 		}
+
+		this.anyListened = true;
 	};
+
+	private anyListened = false;
 
 	/**
 	 * The host's word that the app is still starting (no server of the process
-	 * has listened yet) as the drain or retire begins: its hooks wait
-	 * LISTEN_SETTLE_MS from now, or from its first server's listen (`settleUntil`).
+	 * has listened yet) as the drain or retire begins: its hooks wait for its
+	 * first server's listen and LISTEN_SETTLE_MS more (`settleUntil`), or
+	 * `waitForListenMs` from now if no server listens by then.
 	 */
-	settle(): void {
-		this.settleUntil = this.clock.now() + LISTEN_SETTLE_MS;
+	settle(waitForListenMs: number): void {
+		if (this.phase.name === 'hooks' || this.phase.name === 'done') {
+			return;
+		}
+
+		this.settleUntil = this.clock.now() + waitForListenMs;
 		this.timers.timeout(() => {
 			this.closeIfIdle();
-		}, LISTEN_SETTLE_MS);
+		}, waitForListenMs);
 	}
 
 	/** Each notice once per process: the primary says it once for the cluster. */
@@ -455,6 +467,10 @@ export class ProcessDrain {
 			}
 
 			filter.sortLongLived();
+		}
+
+		if (stops) {
+			this.host?.stoppedAccepting?.();
 		}
 
 		switch (phase.name) {

@@ -55,6 +55,12 @@ export interface FilterOptions {
 	readonly arrivals?: Arrivals | undefined;
 	/** Something for the primary to tell the operator once (protocol.ts `NoticeMessage`). */
 	readonly onNotice?: ((code: NoticeCode) => void) | undefined;
+	/**
+	 * `--keep-alive-timeout`, set on an HTTP/1.1 server as the filter goes on
+	 * (`headersTimeout` kept above it) and given back when it comes off; 0 or
+	 * absent leaves the server's own.
+	 */
+	readonly keepAliveTimeoutMs?: number | undefined;
 	/** Called when a request is rejected; for logging. Unset, a rejection costs no call. */
 	readonly onReject?: ((request: RejectedRequest) => void) | undefined;
 	/**
@@ -175,6 +181,15 @@ export function drainableKind(server: unknown): 'http1' | 'http2' | undefined {
 	}
 
 	return undefined;
+}
+
+/** Set on a server the app left out (`exclude()`): a global key, so that two installed copies agree. */
+const EXCLUDED = Symbol.for('graceful-cluster.exclude');
+
+export const isExcluded = (server: object): boolean => (server as Record<symbol, unknown>)[EXCLUDED] === true;
+
+export function markExcluded(server: object, excluded: boolean): void {
+	(server as Record<symbol, unknown>)[EXCLUDED] = excluded;
 }
 
 /** A server's address as node:cluster reports it to the primary: the port, or a socket's resolved path. */

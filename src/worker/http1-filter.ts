@@ -219,7 +219,11 @@ export class RequestFilter implements ServerFilter {
 			return Reflect.apply(originalEmit, this, arguments) as boolean;
 		} as Server['emit'];
 		server.on('checkContinue', gracefulClusterCheckContinue);
+		this.ownTimeouts = tuneKeepAlive(server, options.keepAliveTimeoutMs ?? 0);
 	}
+
+	/** The server's own timeouts before `tuneKeepAlive`, given back by `uninstall`; undefined when left alone. */
+	private readonly ownTimeouts: Timeouts | undefined;
 
 	get inflight(): number {
 		return this.ledger.inflight;
@@ -441,6 +445,10 @@ export class RequestFilter implements ServerFilter {
 		}
 
 		this.server.removeListener('checkContinue', gracefulClusterCheckContinue);
+		if (this.ownTimeouts) {
+			Object.assign(this.server, this.ownTimeouts);
+		}
+
 		this.server.removeListener('listening', this.onLateListen);
 		this.server.removeListener('listening', this.listened);
 		this.closeOnListen = false;
@@ -661,6 +669,32 @@ export class RequestFilter implements ServerFilter {
 		});
 		response.end(body);
 	}
+}
+
+type Timeouts = Pick<Server, 'keepAliveTimeout' | 'headersTimeout' | 'requestTimeout'>;
+
+/**
+ * `--keep-alive-timeout` on the server; returns its own timeouts, or undefined
+ * when 0 leaves them. Node answers 408 to a client whose headers take longer
+ * than headersTimeout: below keepAliveTimeout that would hit an idle
+ * connection's next request (nodejs/node#27363).
+ */
+function tuneKeepAlive(server: Server, keepAliveTimeoutMs: number): Timeouts | undefined {
+	if (keepAliveTimeoutMs <= 0) {
+		return undefined;
+	}
+
+	const own = {keepAliveTimeout: server.keepAliveTimeout, headersTimeout: server.headersTimeout, requestTimeout: server.requestTimeout};
+	server.keepAliveTimeout = keepAliveTimeoutMs;
+	if (server.headersTimeout <= keepAliveTimeoutMs) {
+		server.headersTimeout = keepAliveTimeoutMs + 1000;
+	}
+
+	if (server.requestTimeout > 0 && server.requestTimeout < server.headersTimeout) {
+		server.requestTimeout = server.headersTimeout;
+	}
+
+	return own;
 }
 
 function endResponse(response: ServerResponse): void {

@@ -128,6 +128,9 @@ function endStream(stream: ServerHttp2Stream): void {
 	}
 }
 
+/** gRPC over HTTP/2 (`application/grpc`, `application/grpc+proto`, ...), not gRPC-Web. */
+const isGrpc = (contentType: string | undefined): boolean => contentType !== undefined && (contentType === 'application/grpc' || contentType.startsWith('application/grpc+') || contentType.startsWith('application/grpc;'));
+
 type EmitStream = (this: Http2AnyServer, event: 'stream', stream: unknown, headers: unknown, flags: unknown, rawHeaders: unknown) => boolean;
 type EmitRequest = (this: Http2AnyServer, event: 'request' | 'checkContinue', request: unknown, response: unknown) => boolean;
 
@@ -162,7 +165,7 @@ export class Http2Filter implements ServerFilter {
 		// First, so that a second attach() of this server throws before anything is installed.
 		// One telemetry for both protocols of the server.
 		this.arrivals = options.arrivals ?? new Arrivals(inBackground(systemClock));
-		this.http1 = new RequestFilter(server as unknown as http.Server, {...options, arrivals: this.arrivals});
+		this.http1 = new RequestFilter(server as unknown as http.Server, {...options, arrivals: this.arrivals, keepAliveTimeoutMs: undefined});
 		this.ledger = new Ledger(() => {
 			// The HTTP/1.1 requests of an `allowHTTP1` server count too.
 			if (this.inflight === 0) {
@@ -390,7 +393,7 @@ export class Http2Filter implements ServerFilter {
 	private reject(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
 		this.ledger.rejected++;
 		this.options.onReject?.({method: headers[this.names.method], path: headers[this.names.path], remote: stream.session?.socket?.remoteAddress});
-		if (headers['content-type']?.startsWith('application/grpc') === true) {
+		if (isGrpc(headers['content-type'])) {
 			// A gRPC call: refused as gRPC says, UNAVAILABLE, which its clients retry elsewhere.
 			stream.on('error', ignoreError);
 			if (!stream.destroyed && !stream.closed) {

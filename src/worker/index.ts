@@ -3,23 +3,18 @@
  * (or `require`). Kept light, with no top-level await, so CommonJS apps can
  * `require()` it on Node 20.19+: only `node:` built-ins.
  *
- * Under the graceful-cluster CLI the primary drives the drain over IPC; run with
- * plain `node server.js` the helper drains the process itself on SIGTERM/SIGINT,
- * with the same timeline read from `GRACEFUL_CLUSTER_*`.
+ * Under the graceful-cluster CLI the worker's bootstrap has the drain, and
+ * every server is drained as it listens: attach() hands its server and options
+ * to that drain (channel.ts `attach`). Run with plain `node server.js`, the
+ * helper loads the drain itself (hosts.ts), which takes SIGTERM/SIGINT on the
+ * timeline read from `GRACEFUL_CLUSTER_*`.
  */
 import type net from 'node:net';
-import {systemClock} from '../clock.js';
 import {damagedFiles} from '../install-check.js';
-import {createLogger, logLevelFromEnv} from '../logger.js';
-import {settingsFromEnv} from '../settings.js';
-import {ExitCode} from '../exit-codes.js';
-import {UsageError} from '../errors.js';
-import {Attachments, checkAttachable, markExcluded, type AttachOptions, type GracefulHandle} from './attach.js';
+import {checkAttachable, checkExcludable, type Attachments, type AttachOptions, type GracefulHandle} from './attach.js';
 import {getChannel} from './channel.js';
-import {hostCluster} from './cluster-host.js';
-import {ProcessDrain} from './drain.js';
-import type {DrainableServer} from './filter.js';
-import {runStandalone} from './standalone.js';
+import {markExcluded, type DrainableServer} from './filter.js';
+import {loadHosts} from './load-hosts.js';
 
 export type {AttachOptions, GracefulHandle} from './attach.js';
 export type {PhaseName} from './phase.js';
@@ -54,34 +49,6 @@ function checkInstall(): void {
 	checked = true;
 }
 
-function setUp(): Attachments {
-	const level = logLevelFromEnv(process.env);
-	const channel = getChannel();
-	if (channel) {
-		return hostCluster(channel, createLogger({role: 'worker', level, workerId: channel.workerId}));
-	}
-
-	let settings;
-	try {
-		settings = settingsFromEnv(process.env);
-	} catch (error) {
-		// A malformed GRACEFUL_CLUSTER_* value: better to stop at start than to drain
-		// on a timeline nobody meant; exit as the CLI does on bad input.
-		if (error instanceof UsageError) {
-			process.stderr.write(`graceful-cluster: ${error.message}\n`);
-			process.exit(ExitCode.USAGE);
-		}
-
-		throw error;
-	}
-
-	const logger = createLogger({role: 'standalone', level});
-	// Alone, nothing reads the peers' rates: no primary, no /status.
-	const drain = new ProcessDrain(settings, logger, systemClock, {peerRates: false});
-	runStandalone(drain, logger, settings);
-	return new Attachments(drain, {checkTimeoutMs: settings.checkTimeoutMs});
-}
-
 /**
  * Gives `server` its drain options and returns the handle: any `node:http` or
  * `node:https` server (raw, Express's `app.listen()`, `fastify.server`, Koa's
@@ -100,7 +67,7 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
 		return delegate(server, options);
 	}
 
-	own ??= setUp();
+	own ??= loadHosts().hostHelper();
 	return own.attach(server, options);
 }
 
@@ -111,6 +78,7 @@ export function attach(server: DrainableServer, options: AttachOptions = {}): Gr
  * `listen()` (or after: the drain lets go of it then).
  */
 export function exclude(server: net.Server): void {
+	checkExcludable(server);
 	markExcluded(server, true);
 	const channel = getChannel();
 	if (channel?.exclude) {

@@ -178,8 +178,8 @@ export class Warmup {
 		this.send({type: 'ready'});
 	}
 
-	/** Gives the app's own `maxConnections` back: the one it had, or set while we refused. */
-	private release(server: net.Server): void {
+	/** Gives the app's own `maxConnections` back: the one it had, or set while we refused (also a server the app left out, `exclude()`). */
+	release(server: net.Server): void {
 		if (!this.refusing.has(server)) {
 			return;
 		}

@@ -233,6 +233,18 @@ test('a drain before the attached server listens: the app\'s own close() succeed
 	t.like(never.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', workersLost: 0});
 });
 
+test('a drain before the attached server listens, its shutdown registered only in the listen callback: the hooks wait for the listen, so that shutdown runs; exit 0', async t => {
+	const late = start(t, ['-w', '1', '--reject-period', '300ms', '--grace-period', '15s', fixture('late-listen.mjs')], {env: {FIXTURE_LISTEN_DELAY_MS: '2500', FIXTURE_HOOK_MS: '0', FIXTURE_LISTENER: 'in-listen-callback'}});
+	await late.waitForLog('fixture attached', {timeout: 30_000});
+	late.kill('SIGTERM');
+	t.like(await late.exitWithin(15_000), {code: 0, signal: null}, late.text().slice(-3000));
+	const listened = late.lines.findIndex(line => line.msg === 'fixture listening');
+	const closed = late.lines.findIndex(line => line.msg === 'fixture server closed');
+	t.true(listened !== -1 && closed > listened, late.text().slice(-3000));
+	t.like(late.lines[closed], {error: null});
+	t.like(late.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', workersLost: 0, hooksFailed: 0});
+});
+
 test('a connection opened before the reject phase ends, its request sent after (or finished after): answered 503, not dropped; one that never sends it whole is closed cleanly, without holding the drain', async t => {
 	const gracePeriodMs = 15_000;
 	const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', `${gracePeriodMs}ms`], fixture('app.mjs'), {workers: 1});

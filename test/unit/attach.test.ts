@@ -6,7 +6,9 @@ import http from 'node:http';
 import net, {type AddressInfo} from 'node:net';
 import test from 'ava';
 import {DEFAULT_WORKER_SETTINGS} from '../../src/settings.js';
-import {Attachments, isExcluded, markExcluded} from '../../src/worker/attach.js';
+import {Attachments} from '../../src/worker/attach.js';
+import {isExcluded, markExcluded} from '../../src/worker/filter.js';
+import {exclude} from '../../src/worker/index.js';
 import {ProcessDrain} from '../../src/worker/drain.js';
 import {captureLogger, FakeClock} from '../helpers/fakes.js';
 import {client} from '../helpers/http.js';
@@ -14,7 +16,7 @@ import {url} from '../../testkit/net.js';
 
 function rig() {
 	const {logger} = captureLogger('worker');
-	const drain = new ProcessDrain(DEFAULT_WORKER_SETTINGS, logger, new FakeClock());
+	const drain = new ProcessDrain({...DEFAULT_WORKER_SETTINGS, keepAliveTimeoutMs: 65_000}, logger, new FakeClock());
 	const uncovered: string[] = [];
 	const attachments = new Attachments(drain, {checkTimeoutMs: 1000, uncovers: address => uncovered.push(address)});
 	return {drain, attachments, uncovered};
@@ -75,8 +77,10 @@ test('exclude() of a taken, listening server: the filter comes off (no probes an
 	attachments.take(server);
 	const port = await listening(t, server);
 	t.is((await client(url(port, '/readyz'))).body, 'ready\n');
+	t.is(server.keepAliveTimeout, 65_000, '--keep-alive-timeout while drained');
 	attachments.exclude(server);
 	t.is((await client(url(port, '/readyz'))).body, 'app', 'the app\'s own route now');
+	t.is(server.keepAliveTimeout, 5000, 'its own keep-alive timeout back');
 	t.deepEqual(uncovered, [String(port)]);
 	t.false(attachments.take(server), 'a later listen does not take it back');
 });
@@ -96,4 +100,13 @@ test('attach() refuses what it cannot drain, with what to do: a net.Server, an a
 	const grpcLike = {bindAsync() {}, tryShutdown() {}};
 	t.throws(() => attachments.attach(grpcLike as never), {instanceOf: TypeError, message: /grpc-js Server[^]*Remove the call/});
 	t.throws(() => attachments.attach(http.createServer(), {metricsRegistry: {} as never}), {instanceOf: TypeError, message: /prom-client Registry/});
+});
+
+test('exclude() refuses what is not a server, naming what it got', t => {
+	t.throws(() => {
+		exclude((() => {}) as never);
+	}, {instanceOf: TypeError, message: /exclude\(server\) takes a server[^]*pass the server that app\.listen\(\) returns/});
+	t.throws(() => {
+		exclude({} as never);
+	}, {instanceOf: TypeError, message: /got an object \(Object\)/});
 });

@@ -633,6 +633,28 @@ test('drain: a server the drain took, then let go (exclude() after listen): its 
 	t.like(p.line('drain finished'), {outcome: 'uncounted', uncounted: ['127.0.0.1:3000']});
 });
 
+test('drain: a worker whose only drained server the app let go of (exclude() after listen) counted nothing: its figures are unknown (null)', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.cluster.workers;
+	a!.attach().listen(3000).say({type: 'covers', address: '3000', drained: false});
+	p.edges.signal('SIGTERM');
+	a!.drained(0).exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'uncounted', served: null, rejected: null, responsesCut: null, uncounted: ['127.0.0.1:3000']});
+	t.regex(String(p.line('drain finished')?.['advice']), /^no arrival figures/);
+});
+
+test('a server that binds its port without node:cluster (listening-apart) counts as listening: the worker is started, its address is the worker\'s', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.cluster.workers;
+	a!.attach().say({type: 'covers', address: '9000'}).say({type: 'listening-apart', address: '0.0.0.0:9000'});
+	t.like(p.line('worker listening'), {address: '0.0.0.0:9000'});
+	p.edges.signal('SIGTERM');
+	a!.drained(2).exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'clean', served: 2, uncounted: []});
+});
+
 test('drain: no worker had a server to drain, but they listened: served, aborted, rejected and responsesCut are unknown (null), not 0', async t => {
 	const p = primary({workers: 2});
 	const [a, b] = p.cluster.workers;
@@ -688,6 +710,21 @@ test('reload then drain: a worker still retiring is the drain\'s: killed at the 
 	t.like(p.line('drain finished'), {exitCode: 3, lost: [{worker: old!.id, killedFor: 'deadline'}]});
 });
 
+test('reload then drain: a retiring worker\'s server that nothing counts is still named in uncounted', async t => {
+	const p = primary({workers: 1, settings: {...DEFAULT_SETTINGS, servePeriodMs: 0, rejectPeriodMs: 1000, gracePeriodMs: 5000}});
+	const [old] = p.serveAll();
+	// A second server of the app's, not drained (a raw protocol).
+	old!.emit('listening', {address: '127.0.0.1', port: 6379, addressType: 4});
+	p.edges.signal('SIGHUP');
+	p.cluster.workers[1]!.attach().listen();
+	await flush();
+	p.edges.signal('SIGTERM');
+	p.cluster.workers[1]!.drained().exit(0);
+	old!.drained().exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'uncounted', exitCode: 0, responsesCut: null, uncounted: ['127.0.0.1:6379']});
+});
+
 test('gone waits for both the exit and the channel, in either order', async t => {
 	const p = primary({workers: 1});
 	const [a] = p.serveAll();
@@ -738,7 +775,7 @@ test('drain finished reports long-lived connections closed and workers lost or h
 });
 
 test('exitReason: a retired worker that crashes is a crash, one killed at the deadline a deadline; a planned retire keeps its reason', t => {
-	const retiring = {name: 'retiring', attached: true, reason: 'reload'} as const;
+	const retiring = {name: 'retiring', attached: true, reason: 'reload', addresses: []} as const;
 	const gone = (last: object, code: number | null = 0, signal: string | null = null) => ({name: 'gone', code, signal, last}) as Parameters<typeof exitReason>[0];
 	t.is(exitReason(gone(retiring, 1)), 'crash');
 	t.is(exitReason(gone({name: 'killed', reason: 'deadline', before: retiring}, null, 'SIGKILL')), 'deadline');

@@ -79,13 +79,13 @@ test('the helper reads GRACEFUL_CLUSTER_LOG_LEVEL as a usage error when it is no
 
 test('a worker reads back what the primary put in its environment: settings, log level, heartbeat, auto-attach, peer rates', t => {
 	const settings = {...DEFAULT_WORKER_SETTINGS, retryAfterSeconds: 7, readinessPath: '/ready', keepAliveTimeoutMs: 1500};
-	const env = workerEnv({settings, logLevel: 'debug', workerTimeoutMs: 4500, hungStack: true, adaptiveReject: false, autoAttach: false});
-	t.like(env, {GRACEFUL_CLUSTER_LOG_LEVEL: 'debug', GRACEFUL_CLUSTER_WORKER_TIMEOUT: '4500ms', GRACEFUL_CLUSTER_HUNG_STACK: 'on', GRACEFUL_CLUSTER_AUTO_ATTACH: 'off', GRACEFUL_CLUSTER_KEEP_ALIVE_TIMEOUT: '1500ms', GRACEFUL_CLUSTER_PEER_RATES: 'off'});
+	const env = workerEnv({settings, logLevel: 'debug', workerTimeoutMs: 4500, hungStack: true, adaptiveReject: false, autoAttach: false, listenTimeoutMs: 30_000});
+	t.like(env, {GRACEFUL_CLUSTER_LOG_LEVEL: 'debug', GRACEFUL_CLUSTER_WORKER_TIMEOUT: '4500ms', GRACEFUL_CLUSTER_HUNG_STACK: 'on', GRACEFUL_CLUSTER_AUTO_ATTACH: 'off', GRACEFUL_CLUSTER_LISTEN_TIMEOUT: '30000ms', GRACEFUL_CLUSTER_KEEP_ALIVE_TIMEOUT: '1500ms', GRACEFUL_CLUSTER_PEER_RATES: 'off'});
 	t.deepEqual(workerSettingsFromEnv(env), settings);
-	t.deepEqual(readWorkerEnv(env), {logLevel: 'debug', heartbeat: {workerTimeoutMs: 4500, captureStack: true}, autoAttach: false, replacement: false, peerRates: false});
+	t.deepEqual(readWorkerEnv(env), {logLevel: 'debug', heartbeat: {workerTimeoutMs: 4500, captureStack: true}, autoAttach: false, listenTimeoutMs: 30_000, replacement: false, peerRates: false});
 	t.deepEqual(readWorkerEnv({...env, ...replacementEnv}).replacement, true, 'a replacement is told so for its fork only');
-	t.deepEqual(readWorkerEnv({}), {logLevel: 'info', heartbeat: {workerTimeoutMs: 0, captureStack: false}, autoAttach: true, replacement: false, peerRates: true}, 'nothing set: no watchdog; every HTTP server drained; the rates counted, for a primary that may read them');
+	t.deepEqual(readWorkerEnv({}), {logLevel: 'info', heartbeat: {workerTimeoutMs: 0, captureStack: false}, autoAttach: true, listenTimeoutMs: 0, replacement: false, peerRates: true}, 'nothing set: no watchdog; every HTTP server drained; the rates counted, for a primary that may read them');
 	// The peers' rates are counted only for their readers: the adaptive reject period, /status.
-	t.is(readWorkerEnv(workerEnv({settings, logLevel: 'info', workerTimeoutMs: 0, hungStack: false, adaptiveReject: true, autoAttach: true})).peerRates, true);
-	t.is(readWorkerEnv(workerEnv({settings, logLevel: 'info', workerTimeoutMs: 0, hungStack: false, adaptiveReject: false, autoAttach: true, metrics: {port: 9464}})).peerRates, true);
+	t.is(readWorkerEnv(workerEnv({settings, logLevel: 'info', workerTimeoutMs: 0, hungStack: false, adaptiveReject: true, autoAttach: true, listenTimeoutMs: 0})).peerRates, true);
+	t.is(readWorkerEnv(workerEnv({settings, logLevel: 'info', workerTimeoutMs: 0, hungStack: false, adaptiveReject: false, autoAttach: true, listenTimeoutMs: 0, metrics: {port: 9464}})).peerRates, true);
 });

@@ -94,30 +94,30 @@ test('serve -> reject -> closing -> hooks -> done, each at its moment', async t 
 	t.like(r.lines[0], {servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: 10_000});
 });
 
-test('a drain that came while the app was still starting (settle()): the hooks wait LISTEN_SETTLE_MS after its first server listens, for the rest of the app to come up', async t => {
+test('a drain that came while the app was still starting (settle()): the hooks wait for its first server to listen and LISTEN_SETTLE_MS more, for the rest of the app to come up', async t => {
 	const r = await rig(t);
 	const order: string[] = [];
 	r.drain.addHook(() => {
 		order.push(`hook at ${r.clock.now()}`);
 	});
-	r.drain.settle();
-	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 300, gracePeriodMs: 10_000});
-	r.clock.advance(500);
-	t.is(r.drain.phaseName, 'closing', 'past the reject phase, waiting for the app');
+	r.drain.settle(30_000);
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 300, gracePeriodMs: 60_000});
+	r.clock.advance(2500);
+	t.is(r.drain.phaseName, 'closing', 'past the reject phase and the settle time, waiting for the app to listen');
 	r.server.listen(0, '127.0.0.1');
 	await once(r.server, 'listening');
 	r.clock.advance(LISTEN_SETTLE_MS - 1);
 	t.deepEqual(order, [], 'not before the settle time since its listen');
 	r.clock.advance(1);
-	t.deepEqual(order, [`hook at ${500 + LISTEN_SETTLE_MS}`]);
+	t.deepEqual(order, [`hook at ${2500 + LISTEN_SETTLE_MS}`]);
 	await r.whenFinished;
 });
 
-test('settle() with no listen: the hooks wait LISTEN_SETTLE_MS from the drain\'s start, no longer', async t => {
+test('settle() with no listen: the hooks wait as long as they were told (the rest of --listen-timeout), no longer', async t => {
 	const r = await rig(t);
-	r.drain.settle();
-	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 300, gracePeriodMs: 10_000});
-	r.clock.advance(LISTEN_SETTLE_MS - 1);
+	r.drain.settle(5000);
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 300, gracePeriodMs: 60_000});
+	r.clock.advance(4999);
 	t.is(r.drain.phaseName, 'closing');
 	r.clock.advance(1);
 	await r.whenFinished;

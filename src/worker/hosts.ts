@@ -1,0 +1,53 @@
+/**
+ * The drain's own code, loaded the first time a process needs a drain
+ * (load-hosts.ts): under the CLI as the bootstrap takes its first server
+ * (`hostCluster`), alone as the app first calls attach() (`hostHelper`). The
+ * bootstrap and the helper, which every worker and every app load, stay
+ * small: a worker that never serves HTTP never reads this, and an app's
+ * attach() under the CLI hands its server to the bootstrap's drain.
+ */
+import {systemClock} from '../clock.js';
+import {ExitCode} from '../exit-codes.js';
+import {UsageError} from '../errors.js';
+import {createLogger, logLevelFromEnv} from '../logger.js';
+import {settingsFromEnv} from '../settings.js';
+import {Attachments} from './attach.js';
+import {getChannel} from './channel.js';
+import {hostCluster} from './cluster-host.js';
+import {ProcessDrain} from './drain.js';
+import {runStandalone} from './standalone.js';
+
+export {hostCluster} from './cluster-host.js';
+
+/**
+ * The helper's own drain: under a bootstrap of an older version, which takes
+ * no server, the cluster's; with no bootstrap at all (plain `node`), one that
+ * takes the signals itself on the timeline read from `GRACEFUL_CLUSTER_*`.
+ */
+export function hostHelper(): Attachments {
+	const level = logLevelFromEnv(process.env);
+	const channel = getChannel();
+	if (channel) {
+		return hostCluster(channel, createLogger({role: 'worker', level, workerId: channel.workerId}));
+	}
+
+	let settings;
+	try {
+		settings = settingsFromEnv(process.env);
+	} catch (error) {
+		// A malformed GRACEFUL_CLUSTER_* value: better to stop at start than to drain
+		// on a timeline nobody meant; exit as the CLI does on bad input.
+		if (error instanceof UsageError) {
+			process.stderr.write(`graceful-cluster: ${error.message}\n`);
+			process.exit(ExitCode.USAGE);
+		}
+
+		throw error;
+	}
+
+	const logger = createLogger({role: 'standalone', level});
+	// Alone, nothing reads the peers' rates: no primary, no /status.
+	const drain = new ProcessDrain(settings, logger, systemClock, {peerRates: false});
+	runStandalone(drain, logger, settings);
+	return new Attachments(drain, {checkTimeoutMs: settings.checkTimeoutMs});
+}
