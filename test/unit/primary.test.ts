@@ -623,16 +623,6 @@ test('drain: a drained server and one nothing counts in the same worker (a raw p
 	t.like(p.line('drain finished'), {outcome: 'uncounted', exitCode: 0, served: 5, responsesCut: null, uncounted: ['127.0.0.1:6379']});
 });
 
-test('drain: a server the drain took, then let go (exclude() after listen): its address counts as uncounted', async t => {
-	const p = primary({workers: 1});
-	const [a] = p.cluster.workers;
-	a!.attach().listen(3000).say({type: 'covers', address: '3000', drained: false});
-	p.edges.signal('SIGTERM');
-	a!.drained(0).exit(0);
-	t.is(await p.done, ExitCode.OK);
-	t.like(p.line('drain finished'), {outcome: 'uncounted', uncounted: ['127.0.0.1:3000']});
-});
-
 test('drain: a worker whose only drained server the app let go of (exclude() after listen) counted nothing: its figures are unknown (null)', async t => {
 	const p = primary({workers: 1});
 	const [a] = p.cluster.workers;
