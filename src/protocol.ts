@@ -99,11 +99,9 @@ export interface ReadyMessage {
 }
 
 /**
- * Worker -> primary: a drained server listens on `address` (a port number, or
- * a unix socket's path); `drained: false`, it no longer counts for the drain
- * (the app left it out after it listened). The primary compares these with
- * every address the worker listens on: what no drained server covers is
- * uncounted (`drain finished`'s `uncounted`).
+ * Worker -> primary: a drained server listens on `address` (a port, or a unix
+ * socket's path); `drained: false`, not any more (`exclude()`). What the worker
+ * listens on and no drained server covers is uncounted.
  */
 export interface CoversMessage {
 	readonly type: 'covers';
@@ -112,10 +110,8 @@ export interface CoversMessage {
 }
 
 /**
- * Worker -> primary: a server listens without node:cluster
- * (`listen({exclusive: true})`), which then tells the primary nothing: the
- * worker does, and the primary counts it as node:cluster's `'listening'`.
- * `address`: `host:port`, or a socket's path.
+ * Worker -> primary: a server listens without node:cluster (`listen({exclusive:
+ * true})`), which tells the primary nothing: taken as its `'listening'`.
  */
 export interface ListeningApartMessage {
 	readonly type: 'listening-apart';

@@ -5,10 +5,9 @@
  *                 │ ──deadline──────▶ killing (by deadline) ──gone/net────▶ finished (3)
  *                 │ ──second signal─▶ killing (by second-signal) ─────────▶ finished (4)
  *
- * It arms the deadline before anything else, tells every worker (the drain
- * message carries what is left of the timeline, timeline.ts), disconnects the
- * workers whose app never attached when the reject phase ends (their basic
- * drain), logs progress, and settles the exit code in one place (`outcome`).
+ * It arms the deadline first, tells every worker (the drain message carries
+ * what is left of the timeline), disconnects the workers with nothing to drain
+ * when the reject phase ends, and settles the exit code in one place (`outcome`).
  */
 import {TimerGroup, type Clock} from '../clock.js';
 import {sumCounts} from '../counts.js';
@@ -39,13 +38,9 @@ const PROGRESS_REPEAT_MS = 5000;
 export const KILL_WAIT_MS = 2000;
 
 /**
- * Left as planned during a drain: it said it drained; or it left while its
- * shutdown hooks ran, every request done (a hook's `process.exit()`, whatever
- * the code, or the deadline's kill: `hookFailures` counts those); or
- * it had nothing to drain and exited with code 0 after we disconnected it (or with
- * the code that says a listener failed then: `leftByBasicDrain`). A worker
- * started before the drain that crashed earlier does not count against this
- * drain.
+ * Left as planned during a drain: it drained; or it left during its hooks,
+ * every request done (`hookFailures` counts how); or its basic drain ended it
+ * (`leftByBasicDrain`).
  */
 export function leftCleanly(record: WorkerRecord): boolean {
 	const {state} = record;
@@ -311,9 +306,8 @@ export class ClusterDrain {
 
 	/**
 	 * `--adaptive-reject on`: every ADAPTIVE_CHECK_MS of the reject phase, from
-	 * its floor on: have the load balancers stopped (arrivals.ts `decide`)?
-	 * Then every worker ends its reject phase now, and the workers without the
-	 * helper are disconnected as at the period's end.
+	 * its floor on: have the load balancers stopped (arrivals.ts `decide`)? Then
+	 * the reject phase ends now, as at the period's end.
 	 */
 	private readonly checkAdaptive = (): void => {
 		const {clock, fleet, logger, timeline} = this.options;
@@ -377,11 +371,9 @@ export class ClusterDrain {
 	}
 
 	private readonly onMessage = (record: WorkerRecord, message: {type: string}): void => {
-		// A worker forked just before the signal may not have been listening on
-		// IPC yet when the drain was broadcast (a message nobody listens for is
-		// lost). Its `attached` comes after its channel opened: send the drain
-		// again, with the time already spent taken off. The helper ignores a
-		// second one.
+		// A worker forked just before the signal may have missed the broadcast
+		// (its channel was not open yet): its `attached` comes after, and gets the
+		// drain again, the time spent taken off. A second one is ignored.
 		if (message.type === 'attached') {
 			this.options.fleet.send(record, this.message());
 		}
@@ -396,21 +388,14 @@ export class ClusterDrain {
 	};
 
 	/**
-	 * Workers whose app never called attach() get the basic drain: at the end of
-	 * the reject phase they are disconnected (their servers stop listening and
-	 * close once their connections end), and killed at the deadline.
-	 *
-	 * One still starting then is disconnected once it listens instead (and
-	 * LISTEN_SETTLE_MS more), within `--listen-timeout` of its start: its app
-	 * may still be loading (a reload's new worker, a restart), and a worker
-	 * disconnected before its `listen()` can never listen; node:cluster neither
-	 * calls it back nor fails it. An app
-	 * that sets up its shutdown only once listening (lightship; a listener
-	 * registered in the listen callback) would then never have one, and the
-	 * worker would wait for the deadline's SIGKILL. It holds no request while
-	 * it waits. A worker that never listens (a queue consumer) is not waited
-	 * for with `--listen-timeout 0`, nor one whose app attaches meanwhile: the
-	 * helper drains it.
+	 * The basic drain, for workers with nothing to drain: disconnected at the end
+	 * of the reject phase (their servers stop listening, and close once their
+	 * connections end), killed at the deadline. One still starting then is
+	 * disconnected once it listens (and LISTEN_SETTLE_MS more), within
+	 * `--listen-timeout` of its start: node:cluster never lets a disconnected
+	 * worker listen, and an app that sets up its shutdown once listening would
+	 * never have one. With `--listen-timeout 0` (a queue consumer) it is not
+	 * waited for; one that takes a server meanwhile drains itself.
 	 */
 	private disconnectUnattached(): void {
 		const {fleet, clock, logger, listenTimeoutMs = 0} = this.options;
@@ -441,11 +426,7 @@ export class ClusterDrain {
 		}
 	}
 
-	/**
-	 * Its first server listens: the disconnect waits LISTEN_SETTLE_MS more, for
-	 * the app's other servers (an admin or metrics port often listens just
-	 * after the first: disconnected before it does, it never would).
-	 */
+	/** Its first server listens: the disconnect waits LISTEN_SETTLE_MS more, for the app's other servers. */
 	private readonly onListening = (record: WorkerRecord): void => {
 		if (this.disconnectOnListen.has(record)) {
 			this.timers.timeout(() => {
@@ -496,10 +477,8 @@ export class ClusterDrain {
 		} else if (figures.lastMs === null) {
 			advice = 'no app request arrived after the signal: the load balancer had stopped already (a preStop hook, or readiness)';
 		} else if (figures.lastMs > end.atMs) {
-			// Only a connection still open can bring one then (listening has
-			// stopped): a keep-alive client between its requests, or a request
-			// pipelined behind a slow response. Answered 503 and closed; said as
-			// it was, not as an arrival in the reject phase's last second.
+			// Only a connection still open can bring one then (a keep-alive client,
+			// a request pipelined behind a slow response): answered 503 and closed.
 			advice = `app requests still arrived after the reject phase ended, the last ${((figures.lastMs - end.atMs) / 1000).toFixed(1)} s after it${end.by === 'adaptive' ? ' (adaptive)' : ''}, on connections still open (answered 503): if the load balancer sent them, raise --reject-period`;
 			logger.warn({lastArrivalMs: figures.lastMs, lastArrivalFrom: figures.lastFrom, rejectEndedMs: end.atMs}, 'app requests still arrived after the reject phase ended, on connections still open: if the load balancer sent them, it needed longer; raise --reject-period');
 		} else if (end.by === 'period' && figures.lastMs >= end.atMs - 1000) {

@@ -6,12 +6,10 @@
  *       │                 │  (drain)  ─▶ [hooks ─▶] drained ───▶ gone
  *       └─────────────────┴─ (we SIGKILL it) ─▶ killed ────────▶ gone
  *
- * Its place in the fleet (a member, or a reload's candidate not yet promoted)
- * and whether the app called `attach()` are part of the live states, not flags
- * beside them. A worker is gone once its process has exited AND its IPC channel
- * has closed: a message can still be unread when 'exit' fires, as Node's own
- * cluster knows (lib/internal/cluster/primary.js waits for both), and a
- * `drained` read after the exit must still count.
+ * Its place in the fleet and whether it has a server to drain (`attached`)
+ * are part of the live states, not flags beside them. It is gone once its
+ * process has exited AND its channel has closed: a `drained` still unread at
+ * 'exit' must count (Node's lib/internal/cluster/primary.js waits for both).
  */
 import type {LastLines} from './output.js';
 import type {WorkerHandle} from './edges.js';
@@ -36,10 +34,9 @@ export type StartReason = 'initial' | 'crash' | 'hung' | 'memory' | 'requests' |
 export type ReplaceReason = Extract<StartReason, 'memory' | 'requests' | 'reload'>;
 
 /**
- * Why a worker retires: replaced for one of those reasons, or `start-failed`,
- * a replacement not ready in time, stopped as gently as the one it was to
- * replace would have been: killing it could lose a connection the primary was
- * handing it (worker/warmup.ts).
+ * Why a worker retires: replaced for one of those reasons, or `start-failed`, a
+ * replacement not ready in time, stopped gently: a kill could lose a connection
+ * the primary was handing it (worker/warmup.ts).
  */
 export type RetireReason = ReplaceReason | 'start-failed';
 
@@ -54,7 +51,7 @@ export interface WorkerHealth {
 	readonly inflight: number;
 }
 
-/** Where a running worker stands: what it is to the fleet, and whether the app attached. */
+/** Where a running worker stands: what it is to the fleet, and whether it has a server to drain. */
 export type PlacedState =
 	| {readonly name: 'starting'; readonly role: Role; readonly attached: boolean}
 	| {readonly name: 'listening'; readonly role: Role; readonly attached: boolean; readonly addresses: readonly string[]}
@@ -94,10 +91,9 @@ export interface InflightReport extends Counts {
 }
 
 /**
- * A replacement's warm-up as it reported it (worker/warmup.ts): `none` for a
- * worker that does not warm up (not a replacement, nothing drained, an older
- * helper), for which listening is enough; `warming` with the checks that
- * failed last (none yet at first); `ready`.
+ * A replacement's warm-up as it reported it (worker/warmup.ts): `none` where
+ * listening is enough (not a replacement, nothing drained); `warming` with the
+ * checks that failed last; `ready`.
  */
 export type Warmup =
 	| {readonly name: 'none'}

@@ -1,9 +1,7 @@
 /**
- * What puts the drain in front of a server, for both ways a server gets it:
- * the bootstrap takes every HTTP server a cluster worker begins to listen on
- * (bootstrap.ts, `take`), and `attach(server, options)` takes one, gives it
- * options and returns the handle (`attach`). One `Attachments` per process,
- * over its one drain; a server is filtered once, whichever came first.
+ * A process's servers and its one drain: the bootstrap's `take` as a server
+ * begins to listen, the app's `attach(server, options)` (options and the
+ * handle), `exclude()`. A server is filtered once, whichever came first.
  */
 import net from 'node:net';
 import type {WorkerChannel} from './channel.js';

@@ -1,31 +1,19 @@
 /**
- * Preloaded into every worker by the primary (`node --require <this> app.js`;
- * one CommonJS file in the bundle, scripts/bundle.js), before the app's first
- * line runs. Its jobs:
+ * Preloaded into every worker (`node --require <this> app.js`), before the
+ * app's first line. It keeps the worker alive through a signal sent to the
+ * process group (Ctrl-C, systemd's `KillMode=control-group`): only the
+ * primary acts on signals. It opens the IPC channel (a drain that comes while
+ * the app starts is kept), beats (heartbeat.ts), holds the app's own signal
+ * listeners so that its shutdown runs after the drain (signal-listeners.ts),
+ * and gives every HTTP server the worker listens on to the drain as it
+ * begins to listen (listening-servers.ts), as the app's `attach()` calls do
+ * (channel.ts `attach`): one drain per process, whichever copy of the helper
+ * the app loaded.
  *
- * 1. Keep the worker alive on a signal sent to the process group. A terminal's Ctrl-C
- *    signals the whole foreground process group and systemd's default
- *    `KillMode=control-group` signals every process of the unit, so workers get
- *    the signal too. Dying there would drop the requests in flight; instead the
- *    worker waits for the primary's drain message. The same for every other
- *    signal the primary handles (src/signals.ts).
- * 2. Open the IPC channel, so a drain that arrives while the app is still
- *    starting is not lost.
- * 3. Beat (heartbeat.ts): prove to the primary, once a second from the main
- *    loop, that the loop runs.
- * 4. Hold the app's own SIGTERM/SIGINT listeners (signal-listeners.ts), so that
- *    its hand-written shutdown runs after the drain instead of against it.
- * 5. Drain every HTTP, HTTPS and HTTP/2 server the worker listens on, as it
- *    begins to listen (listening-servers.ts, attach.ts), unless the app left it
- *    out (`exclude()`) or `--auto-attach off`; the app's `attach()` calls come
- *    here too (channel.ts `attach`), so a process has one drain whichever copy
- *    of the helper the app loaded.
- *
- * A worker with no server to drain (a raw `net` protocol, a queue consumer, one
- * still loading) gets the basic drain: the primary disconnects it when the
- * reject phase ends (one still loading, once it listens) and kills it at the
- * deadline. Its held signal listeners run at that disconnect, or at the reject
- * phase's end if that comes first.
+ * A worker with no server to drain (a raw `net` protocol, a queue consumer)
+ * gets the basic drain: the primary disconnects it when the reject phase ends
+ * (one still loading, once it listens) and kills it at the deadline; its held
+ * listeners run at that disconnect, or at the reject phase's end.
  */
 import cluster from 'node:cluster';
 import {fileURLToPath} from 'node:url';
@@ -127,30 +115,16 @@ if (cluster.isWorker && cluster.worker) {
 		held.listenOurselves(signal, onSignal);
 	}
 
-	// A worker with no server to drain gets the basic drain: the primary
-	// disconnects it when the reject phase ends (in a reload, after the linger). Nothing
-	// here knows its requests, so the app's own shutdown runs then, from the
-	// leave message's timeline: waiting for the disconnect would wait for every
-	// connection to close, which a gRPC client channel never does before the
-	// app's own `tryShutdown()`; or at the disconnect, if that comes first. The
-	// timer is ref'd: once the disconnect has closed the servers and the
-	// channel, nothing else may keep the process alive until it fires.
-	// The drain takes the listeners over otherwise (cluster-host.ts).
-	//
-	// An app still loading then (a slow import, its database first) is not
-	// listening yet: the primary disconnects such a worker once it listens
-	// (primary/drain.ts), and the listeners it registered by then run at that
-	// disconnect. When the leave found none (the app still loading, or one that
-	// registers its shutdown lazily), each listener registered after the
-	// disconnect runs as soon as it is registered, not never: the process would
-	// otherwise wait for the deadline's SIGKILL with its cleanup undone. When
-	// it found some, they are all: a listener their own shutdown registers ("a
-	// second SIGTERM forces the exit") is not called; nor, either way, one our
-	// call of a listener registers.
-	//
-	// A listener that fails after the primary disconnected this worker cannot
-	// say so over IPC: the exit code does, where the process would have exited
-	// 0 (protocol.ts).
+	// The basic drain (a worker with no server to drain): the app's own
+	// listeners run at the reject phase's end (a reload: the linger's), from the
+	// leave message's timeline, or at the disconnect if that comes first; not
+	// only at the disconnect, which waits for every connection to close (a gRPC
+	// client channel never closes before the app's `tryShutdown()`). The timer is
+	// ref'd: after the disconnect nothing else may keep the process alive.
+	// When the leave finds no listener (the app still loading, or lazy), each
+	// one registered later runs as it is registered; when it finds some, they
+	// are all. A listener that fails after the disconnect says so by the exit
+	// code (protocol.ts UNSENT_HOOK_FAILURE_EXIT).
 	let unsentFailures = false;
 	const failedUnsent = (): void => {
 		if (!unsentFailures) {
@@ -164,11 +138,9 @@ if (cluster.isWorker && cluster.worker) {
 	};
 
 	channel.listeners.add(({message, receivedAt}) => {
-		// The servers the drain does not take: the app closes them again after
-		// they stopped listening, and either close succeeds (listening-servers.ts).
-		// Retired by a reload, the worker stops listening on them now; drained,
-		// as its drained servers do (cluster-host.ts), or at node:cluster's
-		// disconnect when it has none (primary/drain.ts).
+		// The servers the drain does not take stop listening now in a retire; in
+		// a drain with the drained ones (cluster-host.ts), or at node:cluster's
+		// disconnect. A close of the app's after that succeeds (listening-servers.ts).
 		servers.drain();
 		if (message.type === 'retire') {
 			servers.stopListening();
@@ -178,10 +150,9 @@ if (cluster.isWorker && cluster.worker) {
 			return;
 		}
 
-		// `pending` until the leave has looked; `done`: the listeners the app had
-		// then ran, and that is all; `late`: it had none (still loading, or
-		// lazy), so each it registers from then on runs, but for those our own
-		// call of a listener registers (`calling`).
+		// `pending` until the leave has looked; `done`: the listeners it found ran;
+		// `late`: it found none, so each registered later runs, but for those our
+		// own call of a listener registers (`calling`).
 		let leave: 'pending' | 'done' | 'late' = 'pending';
 		let calling = false;
 		let scheduled = false;
@@ -239,11 +210,9 @@ if (cluster.isWorker && cluster.worker) {
 
 		const at = message.type === 'drain' ? rejectEndsAt(remaining(message, performance.now() - receivedAt)) : message.lingerMs;
 		const timer = setTimeout(() => {
-			// Not listening yet (node:cluster's own word for it, `worker.state`,
-			// which it sets on a server's first 'listening'; not in its types): the
-			// app is still loading, and the primary disconnects this worker once it
-			// listens; its listeners run then, not against a server that has not
-			// begun. Without the word (another Node), at once as before.
+			// Not listening yet (node:cluster's `worker.state`, not in its types): the
+			// app is still loading; the primary disconnects this worker once it
+			// listens, and its listeners run then.
 			const state = (cluster.worker as {state?: string} | undefined)?.state;
 			if (state !== undefined && state !== 'listening' && process.connected) {
 				return;

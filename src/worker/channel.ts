@@ -1,13 +1,9 @@
 /**
- * The worker's end of the IPC channel, shared between the bootstrap (which the
- * primary preloads into every worker with `--require`, before the app) and the
- * `attach()` helper (which the app loads, maybe from its own copy of this
- * package). They meet on a global registered under a versioned `Symbol.for` key,
- * so two installed copies still find each other.
- *
- * The bootstrap receives the drain message even when the app has not called
- * `attach()` yet (still starting) and keeps it; `attach()` then starts its drain
- * late with the time already spent subtracted.
+ * The worker's end of the IPC channel, opened by the bootstrap before the app
+ * and found by the drain and the helper (maybe the app's own copy of this
+ * package) on a global under a versioned `Symbol.for` key. A drain message that
+ * comes before the drain exists is kept; the drain starts late, the time
+ * already spent taken off.
  */
 import type net from 'node:net';
 import type {AttachOptions, GracefulHandle} from './attach.js';
@@ -31,10 +27,7 @@ export interface WorkerChannel {
 	drain: ReceivedDrain | undefined;
 	readonly listeners: Set<(drain: ReceivedDrain) => void>;
 	send(message: ToPrimary, callback?: () => void): void;
-	/**
-	 * Set by `attach()`: the request counts the heartbeat carries. Read once a
-	 * second, never per request; unset (nothing drained), the counts are 0.
-	 */
+	/** Set by the drain: the request counts the heartbeat carries, once a second; unset (nothing drained), 0. */
 	stats: (() => {readonly requests: number; readonly inflight: number}) | undefined;
 	/**
 	 * The app's metrics, `registry.getMetricsAsJSON()`, set by `attach(server,
@@ -42,17 +35,11 @@ export interface WorkerChannel {
 	 * scrape gets `[]` at once. Optional: an older bootstrap's channel lacks it.
 	 */
 	metrics?: (() => Promise<unknown>) | undefined;
-	/**
-	 * Set by a warming replacement's `attach()` (warmup.ts): the primary's
-	 * `serve-now`. Optional: an older bootstrap's channel lacks it.
-	 */
+	/** Set by a warming replacement's drain (warmup.ts): the primary's `serve-now`. Optional: an older bootstrap's channel lacks it. */
 	serveNow?: (() => void) | undefined;
-	/** Set by `attach()`: the primary's `end-reject` (adaptive reject period). Optional, as `serveNow`. */
+	/** Set by the drain: the primary's `end-reject` (adaptive reject period). Optional, as `serveNow`. */
 	endReject?: (() => void) | undefined;
-	/**
-	 * Set by `attach()`: a drain message after the retire this worker acts on
-	 * (a shutdown during a reload). Optional, as `serveNow`.
-	 */
+	/** Set by the drain: a drain message after the retire this worker acts on (a shutdown during a reload). Optional, as `serveNow`. */
 	drainWhileRetiring?: ((drain: ReceivedDrain) => void) | undefined;
 	/**
 	 * Set by the bootstrap: the process's one drain takes `server` (attach.ts

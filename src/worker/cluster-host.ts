@@ -1,9 +1,7 @@
 /**
- * The drain's host under the graceful-cluster CLI: a cluster worker with a
- * server to drain (one the bootstrap took as it listened, or one the app passed
- * to `attach()`). The primary drives it over IPC (channel.ts): the drain or
- * retire message starts the drain, the counts go back as reports, and the
- * worker exits once the primary has its `drained` message.
+ * The drain's host under the CLI, in a worker with a server to drain: the
+ * primary's drain or retire message starts the drain, the counts go back as
+ * reports, and the worker exits once the primary has its `drained` message.
  */
 import cluster from 'node:cluster';
 import {systemClock} from '../clock.js';
@@ -22,10 +20,9 @@ import {flushOutput} from './stdio.js';
 import {Warmup} from './warmup.js';
 
 /**
- * The process's drain under the CLI, made when its first server is taken: the
- * bootstrap's (bootstrap.ts), or, with a bootstrap of an older version that
- * takes no server, the helper's. `stopOthers`: the servers it does not take
- * stop listening (listening-servers.ts), called as the drained ones do.
+ * The process's drain, made with its first server: the bootstrap's, or, under
+ * an older bootstrap that takes none, the helper's. `stopOthers`: the servers
+ * it does not take stop listening, as the drained ones do.
  */
 export function hostCluster(channel: WorkerChannel, logger: Logger, stopOthers?: () => void): Attachments {
 	const settings = workerSettingsFromEnv(process.env);
@@ -134,11 +131,9 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 	channel.send({type: 'attached', ...(warmup ? {warming: true} : {})});
 	const start = ({message, receivedAt}: ReceivedDrain): void => {
 		warmup?.stop();
-		// Not listening yet (node:cluster's word, `worker.state`, set on a server's
-		// first 'listening'; not in its types): the app is still starting (an app
-		// that attached, then waits for its database). A drain waits for its
-		// listen until the primary would count it a failed start, but leaves
-		// half the time to the deadline for its shutdown; a retire, a moment.
+		// Not listening yet (node:cluster's `worker.state`, not in its types): the
+		// app is still starting. A drain waits for its listen until the primary
+		// would count it failed, leaving half the time to the deadline; a retire, a moment.
 		const starting = (cluster.worker as {state?: string} | undefined)?.state !== 'listening';
 		if (message.type === 'drain') {
 			// The message's timeline counts from when the bootstrap read it.

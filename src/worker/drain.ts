@@ -108,13 +108,7 @@ export class ProcessDrain {
 	private rejectTimer: Timer | undefined;
 	/** This process left for a reload (`retire`): a drain's signal that comes later finds it `retired`, and once it did, `signalled`. */
 	private leftForReload: 'no' | 'retired' | 'signalled' = 'no';
-	/**
-	 * A drain that came while the app was still starting (no server had
-	 * listened yet): its hooks wait until `clock.now()` reaches this, which is
-	 * LISTEN_SETTLE_MS after the drain began or, once a server listens, after
-	 * that listen: the app's other servers and the shutdown code its listen
-	 * callbacks register are there by then. 0: not waiting.
-	 */
+	/** A drain that came while the app was still starting: its hooks wait until `clock.now()` reaches this (`settle`); 0: not waiting. */
 	private settleUntil = 0;
 
 	/** `peerRates`: count each peer's requests while serving (arrivals.ts), where something reads their rates. */
@@ -201,10 +195,10 @@ export class ProcessDrain {
 	private anyListened = false;
 
 	/**
-	 * The host's word that the app is still starting (no server of the process
-	 * has listened yet) as the drain or retire begins: its hooks wait for its
-	 * first server's listen and LISTEN_SETTLE_MS more (`settleUntil`), or
-	 * `waitForListenMs` from now if no server listens by then.
+	 * The host's word that the app is still starting (nothing listens yet) as
+	 * the drain or retire begins: the hooks wait for its first listen and
+	 * LISTEN_SETTLE_MS more, for its other servers and the shutdown code its
+	 * listen callbacks register; or `waitForListenMs` if nothing listens by then.
 	 */
 	settle(waitForListenMs: number): void {
 		if (this.phase.name === 'hooks' || this.phase.name === 'done') {
@@ -363,12 +357,9 @@ export class ProcessDrain {
 	}
 
 	/**
-	 * A drain's signal reached this worker while it retires (a reload's linger,
-	 * its requests still in flight, its hooks): it goes on retiring, and what
-	 * starts from now (a connection's linger, a hook) is bounded by the drain's
-	 * deadline. Its counts go on from the retire; the host tells the primary
-	 * what they are now, and the drain counts from there (primary/drain.ts).
-	 * Once.
+	 * A drain's signal reached this worker while it retires: it goes on
+	 * retiring, bounded by the drain's deadline from now on, and the host tells
+	 * the primary its counts of this moment, from which the drain counts. Once.
 	 */
 	drainWhileRetiring(timeline: Timeline, signalAt?: number): void {
 		if (this.leftForReload !== 'retired') {
@@ -403,12 +394,9 @@ export class ProcessDrain {
 	/**
 	 * The end of the reject phase (a reload: of the linger): long-lived
 	 * connections still open are closed (long-lived.ts), and what has not
-	 * finished closing `UPGRADE_CLOSE_WAIT_MS` later is cut. Destroying and
-	 * counting are one step, here: when the destroy ran on a timer of its own
-	 * and the count was read at the next check, the first destroyed socket's
-	 * `'close'` made that check before the others were counted (or after they
-	 * had all closed), and WebSockets that never answered the close frame were
-	 * undercounted (1 read 0, 3 read 2).
+	 * finished closing `UPGRADE_CLOSE_WAIT_MS` later is cut, destroyed and
+	 * counted in one step (apart, the first socket's 'close' could read the
+	 * count before the others were in it).
 	 */
 	private closeLongLived(): void {
 		this.closedLongLived += closeLongLivedOf(this.filters, this.notices.reason ?? 'shutdown', this.logger);
@@ -421,11 +409,9 @@ export class ProcessDrain {
 	}
 
 	/**
-	 * The long-lived connections closed have finished closing: a WebSocket's
-	 * close frame, queued behind the data the app had written, went out and the
-	 * client answered; an event stream's end was written. Or the wait is over
-	 * and they were cut. Until then the connections are not closed and the
-	 * process does not exit, which would cut them mid-frame (1006) or mid-event.
+	 * The long-lived connections closed have finished closing (a close frame
+	 * queued behind the app's data went out and was answered; an event stream's
+	 * end was written), or were cut: until then nothing may cut them mid-frame.
 	 */
 	private longLivedSettled(): boolean {
 		const {upgrades, streams} = this.counts;
@@ -523,13 +509,9 @@ export class ProcessDrain {
 		const {phase} = this;
 		const leaving = phase.name === 'closing' || (phase.name === 'retiring' && !phase.lingering);
 		if (leaving && this.inflight === 0 && this.longLivedSettled() && this.clock.now() >= this.settleUntil) {
-			// Whatever is still connected has no request in flight: an idle
-			// keep-alive socket that went idle after `close()`, one whose last
-			// response is still on its way to a slow client, or a client that
-			// never finished sending its headers (slowloris). Each is closed
-			// gracefully, within a bound, and the drain waits for that: the
-			// app's shutdown (which may exit the process) comes after, and the
-			// summary counts a drain 503 still being written behind a response.
+			// What is still connected has no request in flight (idle, a last
+			// response on its way to a slow client, a slowloris): each is closed
+			// gracefully, within a bound, before the app's shutdown, which may exit.
 			if (!this.connectionsClosed) {
 				this.connectionsClosed = true;
 				for (const filter of this.filters) {

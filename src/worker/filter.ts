@@ -1,11 +1,8 @@
 /**
- * What a drain needs of the filter in front of one attached server, whatever
- * its protocol: the contract both protocol adapters keep (http1-filter.ts for
- * node:http and node:https servers, http2-filter.ts for node:http2 ones), the
- * modes a filter answers in, and which servers can be filtered at all. The
- * drain (drain.ts) only talks to this interface, never to the server's own
- * close methods, because each protocol stops differently (HTTP/1.1:
- * `Connection: close`; HTTP/2: GOAWAY). create-filter.ts picks the adapter.
+ * The filter in front of one drained server, as the drain (drain.ts) sees it
+ * whatever the protocol (http1-filter.ts, http2-filter.ts: each stops its own
+ * way, `Connection: close` or GOAWAY), the modes it answers in, and which
+ * servers can be drained at all.
  */
 import http from 'node:http';
 import type {Http2SecureServer, Http2Server} from 'node:http2';
@@ -27,12 +24,9 @@ export const Mode = {
 	/** Draining, reject phase and after: 503 + `Retry-After`, the connection ends after it. */
 	REJECT: 2,
 	/**
-	 * Retiring during a reload: no longer listening, so only requests on open
-	 * connections arrive; they are served and the connection ends after them.
-	 * What would outlive the linger is sent elsewhere at once instead, the app
-	 * never sees it: a new event stream gets a short `retry:` and an end, a
-	 * WebSocket handshake `503` + `Retry-After: 0` (the other workers serve).
-	 * Readiness stays 200: the pod is ready, its other workers serve.
+	 * Retiring in a reload: requests on open connections are served, the
+	 * connection ending after them; what would outlive the linger (a new event
+	 * stream, a WebSocket) is sent to the other workers at once. Readiness stays 200.
 	 */
 	RETIRE: 3,
 } as const;

@@ -1,10 +1,7 @@
 /**
- * The drain's own code, loaded the first time a process needs a drain
- * (load-hosts.ts): under the CLI as the bootstrap takes its first server
- * (`hostCluster`), alone as the app first calls attach() (`hostHelper`). The
- * bootstrap and the helper, which every worker and every app load, stay
- * small: a worker that never serves HTTP never reads this, and an app's
- * attach() under the CLI hands its server to the bootstrap's drain.
+ * The drain's own code, loaded when a process first needs a drain
+ * (load-hosts.ts): as the bootstrap takes its first server (`hostCluster`), or
+ * the app's first attach() with no bootstrap to hand it to (`hostHelper`).
  */
 import {systemClock} from '../clock.js';
 import {ExitCode} from '../exit-codes.js';

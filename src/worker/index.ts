@@ -30,11 +30,10 @@ let own: Attachments | undefined;
 let checked = false;
 
 /**
- * The helper the app loaded may be its own copy of the package, not the CLI's:
- * a partial one is said at its first call, as the app starts, rather than at
- * its drain, when its logger would fail at the first line and cut the requests
- * in flight. No URL of its own where a bundler put it into the app's CommonJS
- * build (esbuild leaves import.meta empty there): no files of ours to check.
+ * The helper may be the app's own copy of the package: a partial one is said
+ * at its first call, as the app starts, not at its drain. Bundled into the
+ * app's CommonJS build it has no URL of its own (esbuild leaves import.meta
+ * empty), and no files to check.
  */
 function checkInstall(): void {
 	if (checked) {

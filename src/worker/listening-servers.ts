@@ -1,14 +1,9 @@
 /**
- * Every server a cluster worker begins to listen on, seen as it asks
- * node:cluster for its port (`cluster._getServer`, called by `listen()`
- * before it binds anything, whoever made the server: the app, its framework,
- * a library), or, for one that binds its own port without node:cluster
- * (`listen({exclusive: true})`), as it binds it (`_listen2`, before its first
- * connection): the bootstrap hands each to the drain (`take`), which keeps the
- * HTTP ones. The rest, a raw `net` protocol or a server the app left out, are
- * the app's: node:cluster closes them when the primary disconnects a worker
- * with nothing to drain, and the app's own shutdown closing one again then
- * succeeds instead of failing with `ERR_SERVER_NOT_RUNNING` (below).
+ * Every server a cluster worker begins to listen on, whoever made it, seen as
+ * its `listen()` asks node:cluster for the port (`cluster._getServer`, before
+ * anything is bound), or, binding its own port (`listen({exclusive: true})`),
+ * as it binds it (`_listen2`): the drain takes each it can (`take`). The rest
+ * (a raw `net` protocol, one left out) are followed here.
  */
 import cluster from 'node:cluster';
 import net from 'node:net';
@@ -19,12 +14,7 @@ type CloseCallback = (error?: Error) => void;
 export interface ListeningServers {
 	/** The drain began: the servers it does not take, listening now or later, get a second close that succeeds. */
 	drain(): void;
-	/**
-	 * Those servers stop listening (node:cluster hands new connections to the
-	 * other workers, and closes the port once they all have), as the drained
-	 * ones do: when the drain's reject phase ends, or a reload retires the worker.
-	 * Their connections are the app's.
-	 */
+	/** Those servers stop listening, as the drained ones do (the reject phase's end, a retire); their connections are the app's. */
 	stopListening(): void;
 	/** A server the app left out after the drain took it (`exclude()`): one of those from now on. */
 	follow(server: net.Server): void;
@@ -32,10 +22,7 @@ export interface ListeningServers {
 	forget(server: net.Server): void;
 }
 
-/**
- * Follows the worker's servers from its first `listen()`; `take` says whether
- * the drain has one. A no-op where node:cluster has no `_getServer` (another Node).
- */
+/** Follows the worker's servers; `take`: whether the drain has one; `apart`: one listens without node:cluster. */
 export function followServers(take: (server: net.Server) => boolean, apart: (server: net.Server) => void): ListeningServers {
 	const servers = new Set<net.Server>();
 	let draining = false;
@@ -122,12 +109,10 @@ export function formatAddress(address: ReturnType<net.Server['address']>): strin
 const wrapped = new WeakSet<net.Server>();
 
 /**
- * node:cluster's disconnect closes the server before the app's own shutdown
- * runs; Node's second close would emit 'close' again (an app that ends its
- * pool there ends it twice) and call back with ERR_SERVER_NOT_RUNNING, which
- * made terminus exit 1 and http-terminator skip the rest of its handler. A
- * close of a server that is not listening any more calls back once it has
- * closed, and does nothing else.
+ * The server stopped listening before the app's own shutdown closes it:
+ * Node's second close would emit 'close' again and call back with
+ * ERR_SERVER_NOT_RUNNING (terminus exits 1 on it). It calls back once the
+ * server has closed, and does nothing else.
  */
 function closeAgainSucceeds(server: net.Server): void {
 	if (wrapped.has(server)) {

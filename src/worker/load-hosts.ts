@@ -1,9 +1,7 @@
 /**
- * Loads hosts.ts, the drain's own code, when a process first needs it: at
- * once, as the take of a server or an attach() call needs it there. In the
- * bundle this module is replaced by one that loads worker/hosts.cjs
- * (scripts/bundle.js), which the bootstrap and the helper of one install
- * share; here, in the compiled tree, Node 20.19+ `require()`s the ES module.
+ * Loads hosts.ts, synchronously: a server's take needs it at once. The bundle
+ * replaces this module with one that loads worker/hosts.cjs (scripts/bundle.js);
+ * in the compiled tree, Node 20.19+ `require()`s the ES module.
  */
 import {createRequire} from 'node:module';
 import type * as Hosts from './hosts.js';
