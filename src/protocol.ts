@@ -7,6 +7,7 @@
  * without the envelope belongs to the app and is left alone. The CLI and the
  * app's copy of the worker helper can be different installs, hence the version.
  */
+import {isArrivalsReport, MAX_ARRIVAL_PEERS, MAX_ARRIVAL_SECONDS, type ArrivalsReport} from './arrivals-report.js';
 import type {Counts} from './counts.js';
 import {isMetricsJson, MAX_METRIC_VALUES, MAX_METRICS, type MetricJson} from './metrics-json.js';
 
@@ -142,61 +143,6 @@ export interface InflightMessage extends Omit<Counts, 'aborted'>, Aborted, LongL
 	readonly hooksFailed?: number;
 }
 
-/** One peer's requests in a worker (worker/arrivals.ts): its rate before the signal, its arrivals since. */
-export interface PeerArrivals {
-	/** The address its connections come from (`other`: the peers past the count kept one by one). */
-	readonly peer: string;
-	/** Its app requests per second over the 60 s before the signal (0: none, or a peer new since). */
-	readonly ratePerSecond: number;
-	/** Its app requests that arrived since the signal. */
-	readonly count: number;
-	/** Milliseconds from the signal to its last one; null: none since. */
-	readonly lastMs: number | null;
-}
-
-/** A worker's arrival telemetry since the signal; times in milliseconds from the moment it read the drain. */
-export interface ArrivalsReport {
-	/** App requests that arrived since the signal. */
-	readonly total: number;
-	/** App requests that arrived in each second after the signal. */
-	readonly bySecond: readonly number[];
-	readonly lastMs: number | null;
-	readonly lastFrom: string | null;
-	readonly peers: readonly PeerArrivals[];
-}
-
-/** The peer name of the requests past the peers a worker counts one by one (worker/arrivals.ts MAX_PEERS). */
-export const OTHER_PEERS = 'other';
-
-/** The most seconds, and peers, an `ArrivalsReport` may carry. */
-export const MAX_ARRIVAL_SECONDS = 3600;
-export const MAX_ARRIVAL_PEERS = 257;
-
-const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
-const isTimeOrNull = (value: unknown): boolean => value === null || isCount(value);
-
-function isPeerArrivals(value: unknown): value is PeerArrivals {
-	if (typeof value !== 'object' || value === null) {
-		return false;
-	}
-
-	const {peer, ratePerSecond, count, lastMs} = value as Record<string, unknown>;
-	return typeof peer === 'string' && peer.length <= 256 && typeof ratePerSecond === 'number' && Number.isFinite(ratePerSecond) && ratePerSecond >= 0 && isCount(count) && isTimeOrNull(lastMs);
-}
-
-export function isArrivalsReport(value: unknown): value is ArrivalsReport {
-	if (typeof value !== 'object' || value === null) {
-		return false;
-	}
-
-	const {total, bySecond, lastMs, lastFrom, peers} = value as Record<string, unknown>;
-	return isCount(total)
-		&& Array.isArray(bySecond) && bySecond.length <= MAX_ARRIVAL_SECONDS && bySecond.every(isCount)
-		&& isTimeOrNull(lastMs)
-		&& (lastFrom === null || (typeof lastFrom === 'string' && lastFrom.length <= 256))
-		&& Array.isArray(peers) && peers.length <= MAX_ARRIVAL_PEERS && peers.every(isPeerArrivals);
-}
-
 /**
  * What became of the long-lived connections the drain closed, so far. Optional
  * in every message: an older helper does not send them.
@@ -316,6 +262,7 @@ export interface EndRejectMessage {
 }
 
 export type ToWorker = LeaveMessage | MetricsRequestMessage | ServeNowMessage | EndRejectMessage;
+export type {ArrivalsReport} from './arrivals-report.js';
 export type ToPrimary = AttachedMessage | NotReadyMessage | ReadyMessage | NoticeMessage | CoversMessage | ListeningApartMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
 

@@ -26,7 +26,9 @@
  * whose last heartbeat says its loop was blocked (a backlog of requests not
  * yet counted), may be hiding arrivals: the rule waits for it.
  */
-import {OTHER_PEERS, type ArrivalsReport} from '../protocol.js';
+import {OTHER_PEERS, type ArrivalsReport} from '../arrivals-report.js';
+import type {Logger} from '../logger.js';
+import type {Timeline} from '../timeline.js';
 
 /** The reject phase lasts at least this long, adaptive or not. */
 export const ADAPTIVE_FLOOR_MS = 2000;
@@ -170,4 +172,59 @@ export function decide({figures, nowMs, rejectStartMs, staleWorkers, heardUntilM
 	}
 
 	return {end: true, peers};
+}
+
+/** How the reject phase ended: at its period's end, or early by the adaptive rule. */
+export type RejectEnd =
+	| {readonly by: 'period'; readonly atMs: number}
+	| {readonly by: 'adaptive'; readonly atMs: number; readonly peers: readonly QuietPeer[]};
+
+export interface ArrivalSummaryInput {
+	readonly figures: ArrivalFigures;
+	readonly end: RejectEnd;
+	readonly timeline: Timeline;
+	/** Some worker with a drained server reported its arrivals. */
+	readonly reported: boolean;
+	/** Workers whose arrivals are missing (dead, or nothing drained). */
+	readonly uncounted: number;
+	readonly logger: Logger;
+}
+
+/**
+ * `drain finished`'s arrival figures: when the last app request arrived and
+ * from where, how many arrived in each second up to the reject phase's end,
+ * how that end came, and what the operator should make of it (`advice`, with
+ * a warning where the load balancer needed longer).
+ */
+export function arrivalSummary({figures, end, timeline, reported, uncounted, logger}: ArrivalSummaryInput): Record<string, unknown> {
+	let advice: string;
+	if (!reported) {
+		advice = 'no arrival figures: no worker reported any (a worker with no server to drain counts nothing)';
+	} else if (figures.lastMs === null) {
+		advice = 'no app request arrived after the signal: the load balancer had stopped already (a preStop hook, or readiness)';
+	} else if (figures.lastMs > end.atMs) {
+		// Only a connection still open can bring one then (a keep-alive client,
+		// a request pipelined behind a slow response): answered 503 and closed.
+		advice = `app requests still arrived after the reject phase ended, the last ${((figures.lastMs - end.atMs) / 1000).toFixed(1)} s after it${end.by === 'adaptive' ? ' (adaptive)' : ''}, on connections still open (answered 503): if the load balancer sent them, raise --reject-period`;
+		logger.warn({lastArrivalMs: figures.lastMs, lastArrivalFrom: figures.lastFrom, rejectEndedMs: end.atMs}, 'app requests still arrived after the reject phase ended, on connections still open: if the load balancer sent them, it needed longer; raise --reject-period');
+	} else if (end.by === 'period' && figures.lastMs >= end.atMs - 1000) {
+		advice = 'raise --reject-period: app requests still arrived in its last second';
+		logger.warn({lastArrivalMs: figures.lastMs, lastArrivalFrom: figures.lastFrom, rejectPeriodMs: timeline.rejectPeriodMs}, 'app requests still arrived in the last second of the reject period: the load balancer needed longer; raise --reject-period');
+	} else {
+		advice = `the load balancer stopped sending ${(figures.lastMs / 1000).toFixed(1)} s after the signal; the reject phase ended ${((end.atMs - figures.lastMs) / 1000).toFixed(1)} s after that${end.by === 'adaptive' ? ' (adaptive)' : ''}`;
+	}
+
+	return {
+		lastArrivalMs: figures.lastMs,
+		lastArrivalFrom: figures.lastFrom,
+		arrivals: figures.total,
+		// Every second up to the reject phase's end, the quiet ones too, or
+		// to the last arrival's if later (a request pipelined behind a slow
+		// response, refused in the closing phase): they add up to `arrivals`.
+		arrivalsBySecond: Array.from({length: Math.max(Math.ceil(end.atMs / 1000), Math.floor((figures.lastMs ?? 0) / 1000) + 1)}, (_, second) => figures.bySecond[second] ?? 0),
+		rejectEnd: end.by,
+		rejectEndedMs: end.atMs,
+		...(uncounted > 0 ? {arrivalsUncounted: uncounted} : {}),
+		advice,
+	};
 }

@@ -7,20 +7,21 @@
  *
  * It arms the deadline first, tells every worker (the drain message carries
  * what is left of the timeline), disconnects the workers with nothing to drain
- * when the reject phase ends, and settles the exit code in one place (`outcome`).
+ * when the reject phase ends (basic-drain.ts), and settles the exit code (outcome.ts).
  */
 import {TimerGroup, type Clock} from '../clock.js';
 import {sumCounts} from '../counts.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import type {DrainMessage, InflightMessage} from '../protocol.js';
-import {isDuplicateSignal, LISTEN_SETTLE_MS, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
+import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
 import {LOOP_SAMPLE_MS} from '../worker/heartbeat.js';
 import type {Fleet} from './fleet.js';
-import {ADAPTIVE_FLOOR_MS, decide, mergeArrivals, REPORT_LAG_MS, STALE_REPORT_MS, type ArrivalFigures, type QuietPeer} from './arrivals.js';
-import {hookFailures, inflightOf, isAttached, killReason, knownInflight, lastLive, leftByBasicDrain, placeOf, uncovered, type WorkerRecord} from './worker-record.js';
-
-export type ForcedBy = 'deadline' | 'second-signal';
+import {ADAPTIVE_FLOOR_MS, arrivalSummary, decide, mergeArrivals, REPORT_LAG_MS, STALE_REPORT_MS, type ArrivalFigures, type RejectEnd} from './arrivals.js';
+import {CountsSinceSignal, type SummedField} from './drain-counts.js';
+import {leftCleanly, outcome, outcomeName, type ForcedBy} from './outcome.js';
+import {BasicDrain} from './basic-drain.js';
+import {inflightOf, isAttached, killReason, knownInflight, placeOf, uncovered, type WorkerRecord} from './worker-record.js';
 
 /** The primary's words for the drain (the worker's and /status': timeline.ts). */
 export type DrainState =
@@ -36,66 +37,6 @@ const PROGRESS_INTERVAL_MS = 1000;
 const PROGRESS_REPEAT_MS = 5000;
 /** After SIGKILL, how long to wait for the workers to be gone before finishing anyway. */
 export const KILL_WAIT_MS = 2000;
-
-/**
- * Left as planned during a drain: it drained; or it left during its hooks,
- * every request done (`hookFailures` counts how); or its basic drain ended it
- * (`leftByBasicDrain`).
- */
-export function leftCleanly(record: WorkerRecord): boolean {
-	const {state} = record;
-	if (state.name !== 'gone') {
-		return true;
-	}
-
-	// Its requests were done: whatever ended its hooks (its own exit, the
-	// deadline's kill) is a hook's failure (`hookFailures`), not a lost worker.
-	const last = lastLive(state).name;
-	if (last === 'drained' || last === 'hooks') {
-		return true;
-	}
-
-	// It never listened, so it held no request: a group signal that reached it
-	// while it was still loading (before the bootstrap's handlers) loses nothing.
-	if (placeOf(state).name === 'starting' && killReason(state) === undefined) {
-		return true;
-	}
-
-	return leftByBasicDrain(state);
-}
-
-/**
- * The exit code of a drain: the one place it is decided. Requests first (a
- * kill, a lost worker), then the app's shutdown code (a failed hook).
- */
-export function outcome(forced: ForcedBy | undefined, lost: number, hooksFailed = 0): ExitCode {
-	if (forced === 'second-signal') {
-		return ExitCode.SECOND_SIGNAL;
-	}
-
-	if (forced === 'deadline') {
-		return ExitCode.DEADLINE;
-	}
-
-	if (lost > 0) {
-		return ExitCode.WORKER_LOST;
-	}
-
-	return hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK;
-}
-
-/**
- * The `outcome` field of `drain finished`: how the code came about, in a word.
- * `clean` only when every request was seen and none was cut: exit 0 with a
- * server nothing counted (`uncounted`) is `uncounted`.
- */
-export function outcomeName(code: ExitCode, uncounted = false): 'clean' | 'uncounted' | 'hooks-failed' | 'forced' {
-	if (code === ExitCode.OK) {
-		return uncounted ? 'uncounted' : 'clean';
-	}
-
-	return code === ExitCode.HOOK_FAILED ? 'hooks-failed' : 'forced';
-}
 
 export interface ClusterDrainOptions {
 	readonly fleet: Fleet;
@@ -113,74 +54,25 @@ export interface ClusterDrainOptions {
 /** It had a drained server listening: its requests, at least, were counted. */
 const counted = (record: WorkerRecord): boolean => record.covered.size > 0;
 
-/** A worker in one of these when the signal came (or killed in one) had left for a reload or a recycle: its counts began at its retire. */
-const RETIRED_STATES: ReadonlySet<WorkerRecord['state']['name']> = new Set(['retiring', 'hooks', 'drained']);
-
-/** The counts `drain finished` sums, as a worker reported them, and its failed hooks. */
-interface CountsAtSignal {
-	readonly served: number;
-	readonly aborted: number;
-	readonly rejected: number;
-	readonly closedLongLived: number;
-	readonly longLivedCut: number;
-	readonly hooksFailed: number;
-}
-
-function countsOf(report: Partial<Omit<CountsAtSignal, 'hooksFailed'>> | undefined, hooksFailed: number): CountsAtSignal {
-	return {
-		served: report?.served ?? 0,
-		aborted: report?.aborted ?? 0,
-		rejected: report?.rejected ?? 0,
-		closedLongLived: report?.closedLongLived ?? 0,
-		longLivedCut: report?.longLivedCut ?? 0,
-		hooksFailed,
-	};
-}
-
-/**
- * What a worker counted after the signal: all of it, or for a retiree, what
- * came after `before`. Never below 0: a server the app took off (`detach()`)
- * takes its counts with it. A long-lived connection the retire closed and the
- * drain had to cut counts as closed by the drain too (`longLivedCut` is of
- * `closedLongLived`).
- */
-function sinceSignal(now: CountsAtSignal, before: CountsAtSignal | undefined): CountsAtSignal {
-	if (before === undefined) {
-		return now;
-	}
-
-	const less = (field: keyof CountsAtSignal): number => Math.max(0, now[field] - before[field]);
-	const longLivedCut = less('longLivedCut');
-	return {served: less('served'), aborted: less('aborted'), rejected: less('rejected'), closedLongLived: Math.max(less('closedLongLived'), longLivedCut), longLivedCut, hooksFailed: 0};
-}
-
 /** How often the adaptive rule looks during the reject phase. */
 const ADAPTIVE_CHECK_MS = 250;
 
-/** How the reject phase ended: at its period's end, or early by the adaptive rule. */
-export type RejectEnd =
-	| {readonly by: 'period'; readonly atMs: number}
-	| {readonly by: 'adaptive'; readonly atMs: number; readonly peers: readonly QuietPeer[]};
+export type {RejectEnd} from './arrivals.js';
+export type {ForcedBy} from './outcome.js';
 
 export class ClusterDrain {
 	readonly startedAt: number;
 	/** The workers alive when the signal came: the ones this drain answers for. */
 	readonly workers: readonly WorkerRecord[];
-	/**
-	 * Of those, the ones a reload had retired (or a recycle), with what they had
-	 * counted when the signal came: their counts run from their retire, and the
-	 * drain's are what came after. The primary's last copy at first; the
-	 * worker's own figures of that moment replace it when they arrive
-	 * (`inflight` with `atSignal`).
-	 */
-	private readonly before = new Map<WorkerRecord, CountsAtSignal>();
+	/** What they counted after the signal (drain-counts.ts). */
+	private readonly counts: CountsSinceSignal;
 	private lifecycle: DrainState = {name: 'draining'};
 	private lastProgress: {readonly key: string; readonly at: number} | undefined;
 	private readonly timers: TimerGroup;
 	/** Set once the reject phase is over; undefined while it runs. */
 	private rejectEnd: RejectEnd | undefined;
-	/** Workers with nothing to drain, still starting when the reject phase ended: disconnected once they listen (`disconnectUnattached`). */
-	private readonly disconnectOnListen = new Set<WorkerRecord>();
+	/** Workers with nothing to drain get the basic drain (basic-drain.ts). */
+	private readonly basic: BasicDrain;
 
 	/** Connections node:cluster stranded during the drain, which the primary answered itself (handoffs.ts). */
 	private stranded = 0;
@@ -192,11 +84,8 @@ export class ClusterDrain {
 		this.timers = new TimerGroup(options.clock);
 		this.startedAt = options.clock.now();
 		this.workers = options.fleet.alive;
-		for (const record of this.workers) {
-			if (RETIRED_STATES.has(lastLive(record.state).name)) {
-				this.before.set(record, countsOf(record.report, record.hooksFailed.length));
-			}
-		}
+		this.counts = new CountsSinceSignal(this.workers);
+		this.basic = new BasicDrain({...options, timers: this.timers});
 	}
 
 	/** Begins the drain; may finish it at once (no workers). */
@@ -215,7 +104,7 @@ export class ClusterDrain {
 
 		this.timers.timeout(() => {
 			this.rejectEnd ??= {by: 'period', atMs: rejectEndsAt(timeline)};
-			this.disconnectUnattached();
+			this.basic.disconnectAll();
 		}, rejectEndsAt(timeline));
 		if (this.options.adaptiveReject && timeline.rejectPeriodMs > ADAPTIVE_FLOOR_MS) {
 			this.timers.timeout(() => {
@@ -228,7 +117,7 @@ export class ClusterDrain {
 		}, PROGRESS_INTERVAL_MS);
 		fleet.on('gone', this.check);
 		fleet.on('message', this.onMessage);
-		fleet.on('listening', this.onListening);
+		fleet.on('listening', this.basic.onListening);
 		this.check();
 	}
 
@@ -346,7 +235,7 @@ export class ClusterDrain {
 			fleet.send(record, {type: 'end-reject'});
 		}
 
-		this.disconnectUnattached();
+		this.basic.disconnectAll();
 	};
 
 	/**
@@ -378,60 +267,8 @@ export class ClusterDrain {
 			this.options.fleet.send(record, this.message());
 		}
 
-		// A retiree's counts when the signal reached it: exact where the primary's last copy was older
-		// (a response since its last report, a hook's failure still on its way).
-		const before = this.before.get(record);
-		const report = message.type === 'inflight' ? message as InflightMessage : undefined;
-		if (before !== undefined && report?.atSignal === true) {
-			this.before.set(record, countsOf(report, report.hooksFailed ?? before.hooksFailed));
-		}
-	};
-
-	/**
-	 * The basic drain, for workers with nothing to drain: disconnected at the end
-	 * of the reject phase (their servers stop listening, and close once their
-	 * connections end), killed at the deadline. One still starting then is
-	 * disconnected once it listens (and LISTEN_SETTLE_MS more), within
-	 * `--listen-timeout` of its start: node:cluster never lets a disconnected
-	 * worker listen, and an app that sets up its shutdown once listening would
-	 * never have one. With `--listen-timeout 0` (a queue consumer) it is not
-	 * waited for; one that takes a server meanwhile drains itself.
-	 */
-	private disconnectUnattached(): void {
-		const {fleet, clock, logger, listenTimeoutMs = 0} = this.options;
-		for (const record of fleet.alive) {
-			if (isAttached(record.state) || !record.handle.isConnected() || this.disconnectOnListen.has(record)) {
-				continue;
-			}
-
-			const waitMs = record.startedAt + listenTimeoutMs - clock.now();
-			if (record.state.name === 'starting' && listenTimeoutMs > 0 && waitMs > 0) {
-				logger.info({worker: record.id, workerPid: record.pid, waitMs: Math.round(waitMs)}, 'a worker that did not attach graceful-cluster is still starting; disconnecting it once it listens');
-				this.disconnectOnListen.add(record);
-				this.timers.timeout(() => {
-					this.disconnectNow(record);
-				}, waitMs);
-				continue;
-			}
-
-			this.disconnectNow(record);
-		}
-	}
-
-	private disconnectNow(record: WorkerRecord): void {
-		this.disconnectOnListen.delete(record);
-		if (!isAttached(record.state) && record.handle.isConnected()) {
-			this.options.logger.info({worker: record.id, workerPid: record.pid, state: record.state.name}, 'disconnecting a worker that did not attach graceful-cluster');
-			this.options.fleet.disconnect(record);
-		}
-	}
-
-	/** Its first server listens: the disconnect waits LISTEN_SETTLE_MS more, for the app's other servers. */
-	private readonly onListening = (record: WorkerRecord): void => {
-		if (this.disconnectOnListen.has(record)) {
-			this.timers.timeout(() => {
-				this.disconnectNow(record);
-			}, LISTEN_SETTLE_MS);
+		if (message.type === 'inflight') {
+			this.counts.onReport(record, message as InflightMessage);
 		}
 	};
 
@@ -456,51 +293,6 @@ export class ClusterDrain {
 
 		this.lastProgress = {key, at: now};
 		this.options.logger.info({inflight, upgrades, streams, workers}, 'drain progress');
-	}
-
-	/**
-	 * `drain finished`'s arrival figures: when the last app request arrived and
-	 * from where, how many arrived in each second up to the reject phase's end,
-	 * how that end came, and what the operator should make of it (`advice`).
-	 */
-	private arrivalSummary(): Record<string, unknown> {
-		const {timeline, logger} = this.options;
-		const periodEndMs = rejectEndsAt(timeline);
-		const end = this.rejectEnd ?? {by: 'period' as const, atMs: periodEndMs};
-		const figures = this.arrivals;
-		const reported = this.workers.filter(record => counted(record) && record.report?.arrivals !== undefined);
-		// A worker that died during the drain took its last arrivals with it; one with nothing to drain never counted.
-		const uncounted = this.workers.filter(record => record.report?.arrivals === undefined || !leftCleanly(record)).length;
-		let advice: string;
-		if (reported.length === 0) {
-			advice = 'no arrival figures: no worker reported any (a worker with no server to drain counts nothing)';
-		} else if (figures.lastMs === null) {
-			advice = 'no app request arrived after the signal: the load balancer had stopped already (a preStop hook, or readiness)';
-		} else if (figures.lastMs > end.atMs) {
-			// Only a connection still open can bring one then (a keep-alive client,
-			// a request pipelined behind a slow response): answered 503 and closed.
-			advice = `app requests still arrived after the reject phase ended, the last ${((figures.lastMs - end.atMs) / 1000).toFixed(1)} s after it${end.by === 'adaptive' ? ' (adaptive)' : ''}, on connections still open (answered 503): if the load balancer sent them, raise --reject-period`;
-			logger.warn({lastArrivalMs: figures.lastMs, lastArrivalFrom: figures.lastFrom, rejectEndedMs: end.atMs}, 'app requests still arrived after the reject phase ended, on connections still open: if the load balancer sent them, it needed longer; raise --reject-period');
-		} else if (end.by === 'period' && figures.lastMs >= end.atMs - 1000) {
-			advice = 'raise --reject-period: app requests still arrived in its last second';
-			logger.warn({lastArrivalMs: figures.lastMs, lastArrivalFrom: figures.lastFrom, rejectPeriodMs: timeline.rejectPeriodMs}, 'app requests still arrived in the last second of the reject period: the load balancer needed longer; raise --reject-period');
-		} else {
-			advice = `the load balancer stopped sending ${(figures.lastMs / 1000).toFixed(1)} s after the signal; the reject phase ended ${((end.atMs - figures.lastMs) / 1000).toFixed(1)} s after that${end.by === 'adaptive' ? ' (adaptive)' : ''}`;
-		}
-
-		return {
-			lastArrivalMs: figures.lastMs,
-			lastArrivalFrom: figures.lastFrom,
-			arrivals: figures.total,
-			// Every second up to the reject phase's end, the quiet ones too, or
-			// to the last arrival's if later (a request pipelined behind a slow
-			// response, refused in the closing phase): they add up to `arrivals`.
-			arrivalsBySecond: Array.from({length: Math.max(Math.ceil(end.atMs / 1000), Math.floor((figures.lastMs ?? 0) / 1000) + 1)}, (_, second) => figures.bySecond[second] ?? 0),
-			rejectEnd: end.by,
-			rejectEndedMs: end.atMs,
-			...(uncounted > 0 ? {arrivalsUncounted: uncounted} : {}),
-			advice,
-		};
 	}
 
 	private killAll(reason: ForcedBy): void {
@@ -535,21 +327,20 @@ export class ClusterDrain {
 
 		const forcedBy = this.forcedBy;
 		const lost = this.workers.filter(record => !leftCleanly(record));
-		const hooksFailed = this.workers.reduce((sum, record) => sum + hookFailures(record) - (this.before.get(record)?.hooksFailed ?? 0), 0);
+		const {hooksFailed} = this.counts;
 		const code = outcome(forcedBy, lost.length, hooksFailed);
 		const durationMs = Math.round(this.options.clock.now() - this.startedAt);
 		this.lifecycle = {name: 'finished', code, durationMs, forcedBy};
 		this.timers.clearAll();
 		this.options.fleet.off('gone', this.check);
 		this.options.fleet.off('message', this.onMessage);
-		this.options.fleet.off('listening', this.onListening);
-		const counts = this.workers.map(record => sinceSignal(countsOf(record.report, 0), this.before.get(record)));
-		const sum = (field: keyof CountsAtSignal): number => counts.reduce((total, each) => total + each[field], 0);
+		this.options.fleet.off('listening', this.basic.onListening);
+		const sum = (field: SummedField): number => this.counts.sum(field);
 		// The servers no drain took (a raw protocol, one left out): nothing counted
 		// their requests. Where no worker counted any, the figures are not 0 but unknown.
 		const uncounted = [...new Set(this.workers.flatMap(record => uncovered(record)))];
 		const nothingCounted = uncounted.length > 0 && !this.workers.some(counted);
-		const figure = (field: keyof CountsAtSignal): number | null => (nothingCounted ? null : sum(field));
+		const figure = (field: SummedField): number | null => (nothingCounted ? null : sum(field));
 		// Requests the kill or the lost worker cut short are known from the last
 		// counts, but not where nothing counted them: a lost worker that never
 		// reported, an uncounted server, a retiree with nothing to drain.
@@ -569,7 +360,15 @@ export class ClusterDrain {
 			// Accepted just as the last worker on their port closed it: answered by the primary (503, or closed).
 			strandedConnections: this.stranded,
 			uncounted,
-			...this.arrivalSummary(),
+			...arrivalSummary({
+				figures: this.arrivals,
+				end: this.rejectEnd ?? {by: 'period', atMs: rejectEndsAt(this.options.timeline)},
+				timeline: this.options.timeline,
+				reported: this.workers.some(record => counted(record) && record.report?.arrivals !== undefined),
+				// A worker that died during the drain took its last arrivals with it; one with nothing to drain never counted.
+				uncounted: this.workers.filter(record => record.report?.arrivals === undefined || !leftCleanly(record)).length,
+				logger: this.options.logger,
+			}),
 			outcome: outcomeName(code, uncounted.length > 0),
 			exitCode: code,
 			...(lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: knownInflight(record) ?? null, killedFor: killReason(record.state) ?? null}))} : {}),

@@ -17,11 +17,12 @@ import type {Address} from 'node:cluster';
 import {pEvent} from 'p-event';
 import {TimerGroup, withTimeout, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
-import {envelope, parseMessage, TO_PRIMARY, type Aborted, type LongLivedEnds, type ToPrimary, type ToWorker} from '../protocol.js';
+import {envelope, parseMessage, TO_PRIMARY, type ToPrimary, type ToWorker} from '../protocol.js';
 import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
 import {replacementEnv} from '../worker-env.js';
-import {isPlaced, roleOf, uncovered, type InflightReport, type KillReason, type RetireReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
+import {messageHandlers} from './worker-messages.js';
+import {uncovered, type KillReason, type RetireReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
 
 export interface FleetOptions {
 	readonly script: string;
@@ -68,18 +69,6 @@ export function formatAddress(address: Address): string {
 	return host.includes(':') ? `[${host}]:${address.port}` : `${host}:${address.port}`;
 }
 
-/** `metrics` is not the fleet's: the metrics room takes it from the 'message' event (primary/metrics.ts). */
-/** A message's counts that came in later versions; an older helper sends none: the last known ones stay. */
-function laterCounts(message: Aborted & LongLivedEnds, last: InflightReport | undefined): Pick<InflightReport, 'aborted' | 'closedLongLived' | 'longLivedCut'> {
-	return {
-		aborted: message.aborted ?? last?.aborted ?? 0,
-		closedLongLived: message.closedLongLived ?? last?.closedLongLived ?? 0,
-		longLivedCut: message.longLivedCut ?? last?.longLivedCut ?? 0,
-	};
-}
-
-type Handlers = {[K in Exclude<ToPrimary['type'], 'metrics'>]: (record: WorkerRecord, message: Extract<ToPrimary, {type: K}>) => void};
-
 export class Fleet extends EventEmitter<FleetEvents> {
 	private readonly records = new Map<number, WorkerRecord>();
 	private readonly clock: Clock;
@@ -91,84 +80,13 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	/** Workers' output streams not yet ended: their last lines may still be in the pipes. */
 	private readonly pendingOutput = new Set<Promise<void>>();
 
-	/**
-	 * What each of our messages does to the worker's record, by type. None
-	 * reaches a record that is gone: gone waits for the channel to close, and
-	 * Node emits a channel's last messages before its 'disconnect' (or, for a
-	 * channel that never says so, for CHANNEL_CLOSE_WAIT_MS after the exit: what
-	 * the worker wrote before it exited was read long before).
-	 */
-	private readonly handlers: Handlers = {
-		attached(record, message) {
-			const {state} = record;
-			if (isPlaced(state)) {
-				record.state = {...state, attached: true};
-			}
-
-			if (message.warming && roleOf(state) === 'candidate') {
-				record.warmup = {name: 'warming', failures: []};
-			}
+	/** What each of our messages does to the worker's record (worker-messages.ts). */
+	private readonly handlers = messageHandlers({
+		now: () => this.clock.now(),
+		listened: (record, where) => {
+			this.listened(record, where);
 		},
-		'not-ready'(record, message) {
-			if (record.warmup.name === 'warming') {
-				record.warmup = {name: 'warming', failures: message.failures};
-			}
-		},
-		ready: record => {
-			if (record.warmup.name === 'warming') {
-				record.warmup = {name: 'ready', at: this.clock.now()};
-			}
-		},
-		'listening-apart': (record, message) => {
-			this.listened(record, message.address);
-		},
-		covers(record, message) {
-			if (message.drained === false) {
-				record.covered.delete(message.address);
-			} else {
-				record.covered.add(message.address);
-			}
-		},
-		notice() {
-			// For the operator, once: the primary's (index.ts).
-		},
-		inflight(record, message) {
-			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected, upgrades: message.upgrades, streams: message.streams, ...laterCounts(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
-		},
-		hooks(record, message) {
-			const {state} = record;
-			const summary = {served: message.served, rejected: message.rejected};
-			// The long-lived connections were closed as the requests' wait began.
-			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, ...laterCounts(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
-			if (isPlaced(state)) {
-				record.state = {name: 'hooks', summary, from: state};
-			}
-		},
-		'hook-failed'(record, message) {
-			// The worker logged it; the drain counts it (drain.ts).
-			record.hooksFailed.push(message.hook);
-		},
-		drained(record, message) {
-			const {state} = record;
-			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs, closedLongLived: message.closedLongLived};
-			record.report = {inflight: 0, served: message.served, rejected: message.rejected, upgrades: 0, streams: 0, ...laterCounts(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
-			if (isPlaced(state)) {
-				record.state = {name: 'drained', summary, from: state};
-			} else if (state.name === 'hooks') {
-				record.state = {name: 'drained', summary, from: state.from};
-			}
-		},
-		heartbeat: (record, message) => {
-			record.health = {
-				at: this.clock.now(),
-				rssBytes: message.rssBytes,
-				heapUsedBytes: message.heapUsedBytes,
-				loopDelayMs: message.loopDelayMs,
-				requests: message.requests,
-				inflight: message.inflight,
-			};
-		},
-	};
+	});
 
 	constructor(private readonly options: FleetOptions, private readonly edges: ProcessEdges) {
 		super();

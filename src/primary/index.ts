@@ -19,7 +19,9 @@
  *   reload.ts      replacing a worker new-first (Replacer); the reload: one slot at a time, abortable
  *   watchdog.ts    hung workers: a silent heartbeat -> SIGKILL, restarted by the supervisor
  *   recycle.ts     replacing workers by memory or requests served, through the Replacer
- *   drain.ts       deadline, the drain message, outcome -> exit code
+ *   drain.ts       deadline, the drain message, `drain finished` (drain-counts.ts, basic-drain.ts, outcome.ts)
+ *   stranded.ts    connections node:cluster accepted with no worker to take them
+ *   notices.ts     what a worker asks to tell the operator, once
  *   options.ts     what the primary is started with, and each option's default
  *
  * The exit itself is the CLI's: `run()` resolves with the code.
@@ -38,12 +40,11 @@ import type {ClusterState, ClusterView} from './status.js';
 import {Watchdog} from './watchdog.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
 import {Supervisor} from './supervisor.js';
-import type {NoticeCode} from '../protocol.js';
+import {Notices} from './notices.js';
 import {killReason, type WorkerRecord} from './worker-record.js';
 import {workerEnv} from '../worker-env.js';
 import {bootstrapPreload} from '../package-files.js';
-import type {RawHandle} from './handoffs.js';
-import {answerStranded} from './stranded.js';
+import {StrandedConnections} from './stranded.js';
 
 export interface PrimaryOutput {
 	readonly logger: Logger;
@@ -93,6 +94,10 @@ export class Primary {
 	private resolveDone!: (code: ExitCode) => void;
 	private readonly reloads: Record<ReloadResult['kind'], number> = {finished: 0, failed: 0, abandoned: 0};
 	private readonly startedAt: number;
+	/** What a worker asks to tell the operator, once for the cluster (notices.ts). */
+	private readonly notices: Notices;
+	/** Connections node:cluster accepted and had no worker for (stranded.ts). */
+	private readonly stranded: StrandedConnections;
 
 	constructor(private readonly options: PrimaryOptions, output: PrimaryOutput, private readonly edges: ProcessEdges = realEdges) {
 		const {logger} = output;
@@ -140,7 +145,7 @@ export class Primary {
 		this.recycler = new Recycler(this.fleet, this.replacer, options, edges.clock, logger, () => this.state.name === 'running');
 		this.fleet.on('message', (record, message) => {
 			if (message.type === 'notice') {
-				this.notice(record, message.code);
+				this.notices.tell(record, message.code);
 			}
 		});
 		this.fleet.on('gone', () => {
@@ -148,8 +153,10 @@ export class Primary {
 				this.end(this.state.code);
 			}
 		});
+		this.notices = new Notices(options.workers, logger);
+		this.stranded = new StrandedConnections(options.settings.retryAfterSeconds, logger);
 		edges.cluster.onStranded(handle => {
-			this.onStranded(handle);
+			this.stranded.answer(handle, this.state.name === 'draining' ? this.state.drain : undefined);
 		});
 		// Before anything is forked: a SIGTERM during start-up (held by cli.ts until
 		// now) must drain (here: end an empty cluster with 0), not kill the primary.
@@ -308,54 +315,6 @@ export class Primary {
 		drain.start();
 	}
 
-	/**
-	 * node:cluster accepted a connection and then had no worker for it
-	 * (handoffs.ts): the primary answers it. A drain counts these in `drain
-	 * finished` (its reject phase's end is where they come from); at any other
-	 * time (an app that closes its server, a worker that dies with a connection
-	 * on its way to it) each is logged.
-	 */
-	private onStranded(handle: RawHandle): void {
-		const drain = this.state.name === 'draining' ? this.state.drain : undefined;
-		drain?.onStranded();
-		// answerStranded never rejects.
-		const answered = answerStranded(handle, this.options.settings.retryAfterSeconds, {draining: drain !== undefined}).then(answer => {
-			this.answering.delete(answered);
-			if (drain === undefined) {
-				this.logger.warn({answer}, 'node:cluster accepted a connection and had no worker left to take it (none listening on its port any more, or the one it was sent to exited); the primary answered it');
-			}
-		});
-		this.answering.add(answered);
-	}
-
-	/** Stranded connections being answered (`onStranded`): the exit waits for them. */
-	private readonly answering = new Set<Promise<void>>();
-
-	/** Told once for the cluster, whichever worker saw it first. */
-	private readonly noticed = new Set<NoticeCode>();
-
-	private notice(record: WorkerRecord, code: NoticeCode): void {
-		if (this.noticed.has(code)) {
-			return;
-		}
-
-		this.noticed.add(code);
-		switch (code) {
-			case 'socket.io-polling': {
-				if (this.options.workers > 1) {
-					this.logger.warn({worker: record.id, workers: this.options.workers}, 'socket.io long-polling under several workers: a client\'s polls land on other workers, which do not know its session. Set transports: [\'websocket\'] on the server and the client, or run one worker per process behind sticky sessions');
-				}
-
-				break;
-			}
-
-			default: {
-				const never: never = code;
-				throw new Error(`unknown notice ${String(never)}`);
-			}
-		}
-	}
-
 	private giveUp(record: WorkerRecord): void {
 		const {state} = record;
 		const metricsPort = this.options.metrics?.port;
@@ -430,7 +389,7 @@ export class Primary {
 		this.fleet.close();
 		this.retireDeadlines.clearAll();
 		// The last stranded connections, taken as the last worker closed its port, are still being answered.
-		void Promise.all([this.fleet.outputFlushed(OUTPUT_FLUSH_MS), ...this.answering]).then(() => {
+		void Promise.all([this.fleet.outputFlushed(OUTPUT_FLUSH_MS), this.stranded.answered]).then(() => {
 			this.resolveDone(code);
 		});
 	}

@@ -15,6 +15,7 @@
  */
 import net from 'node:net';
 import {NO_WORKER_BODY, rawServiceUnavailable, REJECT_BODY} from '../reject-answer.js';
+import type {Logger} from '../logger.js';
 import type {RawHandle} from './handoffs.js';
 
 export type StrandedAnswer = '503' | 'goaway' | 'closed';
@@ -112,4 +113,35 @@ async function answer(handle: RawHandle, retryAfterSeconds: number, body: Buffer
 		void closed.then(resolve);
 	});
 	return kind;
+}
+
+/**
+ * The connections node:cluster stranded (handoffs.ts), answered by the
+ * primary. A drain counts them (its reject phase's end is where they come
+ * from); at any other time (an app that closes its server, a worker that dies
+ * with a connection on its way to it) each is logged. The exit waits for the
+ * answers still being written (`answered`).
+ */
+export class StrandedConnections {
+	private readonly answering = new Set<Promise<void>>();
+
+	constructor(private readonly retryAfterSeconds: number, private readonly logger: Logger) {}
+
+	/** `draining`: a drain runs, and counts it (`onStranded`). */
+	answer(handle: RawHandle, drain: {onStranded(): void} | undefined): void {
+		drain?.onStranded();
+		// answerStranded never rejects.
+		const answered = answerStranded(handle, this.retryAfterSeconds, {draining: drain !== undefined}).then(answer => {
+			this.answering.delete(answered);
+			if (drain === undefined) {
+				this.logger.warn({answer}, 'node:cluster accepted a connection and had no worker left to take it (none listening on its port any more, or the one it was sent to exited); the primary answered it');
+			}
+		});
+		this.answering.add(answered);
+	}
+
+	/** Every answer under way is written. */
+	get answered(): Promise<unknown> {
+		return Promise.all(this.answering);
+	}
 }

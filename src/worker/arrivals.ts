@@ -26,7 +26,7 @@
  * by its first request: health checkers open one per check.
  */
 import type {Clock, Timer} from '../clock.js';
-import {OTHER_PEERS, type ArrivalsReport, type PeerArrivals} from '../protocol.js';
+import {OTHER_PEERS, type ArrivalsReport, type PeerArrivals} from '../arrivals-report.js';
 
 /** How far back the rate before the signal looks. */
 export const RATE_WINDOW_MS = 60_000;

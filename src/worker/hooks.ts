@@ -10,6 +10,8 @@
  */
 import {TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
+import type {AppShutdown, AppShutdownEnd} from './app-shutdown.js';
+import type {DrainReason} from './long-lived.js';
 
 export type ShutdownHook = () => unknown;
 
@@ -80,5 +82,48 @@ export async function runHooks(hooks: readonly NamedHook[], {logger, clock, dead
 		}
 	} finally {
 		timers.clearAll();
+	}
+}
+
+/**
+ * One process's shutdown, once its requests are done: the app's `onShutdown()`
+ * hooks, then its own signal listeners (app-shutdown.ts), each failure counted.
+ */
+export class Shutdown {
+	/** Hooks and app listeners that failed. */
+	failed = 0;
+	/** How the app's own shutdown ended, if it had one to run. */
+	ended: AppShutdownEnd | undefined;
+	/** The app's own signal listeners, run after the hooks. */
+	app: AppShutdown | undefined;
+	private readonly hooks: ShutdownHook[] = [];
+
+	add(hook: ShutdownHook): void {
+		if (typeof hook !== 'function') {
+			throw new TypeError('graceful-cluster: onShutdown() takes a function.');
+		}
+
+		this.hooks.push(hook);
+	}
+
+	/** True when there is something to run for `signal`. */
+	has(signal: NodeJS.Signals, reason: DrainReason): boolean {
+		return this.hooks.length > 0 || this.app?.has(signal, reason) === true;
+	}
+
+	/** Runs the hooks, then the app's listeners for `signal`; `run.onFailure` hears of each failure. */
+	async run(signal: NodeJS.Signals, reason: DrainReason, run: HookRun): Promise<void> {
+		const onFailure = async (name: string): Promise<void> => {
+			this.failed++;
+			await run.onFailure?.(name);
+		};
+
+		if (this.hooks.length > 0) {
+			await runHooks(namedHooks(this.hooks), {...run, onFailure});
+		}
+
+		if (this.app?.has(signal, reason)) {
+			this.ended = await this.app.run(signal, reason, onFailure);
+		}
 	}
 }

@@ -12,7 +12,7 @@
  */
 import http, {type IncomingMessage, type ServerResponse} from 'node:http';
 import type {Socket} from 'node:net';
-import {LINGER_MS} from './filter.js';
+import {FIRST_REQUEST_WAIT_MS, LINGER_MS} from './filter.js';
 import {ignoreError} from './long-lived.js';
 
 /**
@@ -335,4 +335,50 @@ export function closeAllLingering(server: http.Server, lingerMs: number, closed:
 	}
 
 	return sockets.length;
+}
+
+/**
+ * The connections a server's filter is closing gracefully, each counted until
+ * it has closed (`size`); `onIdle` when the last has. `lingerMs`: how long one
+ * closed now may linger (the drain's bound).
+ */
+export class ClosingConnections {
+	private count = 0;
+
+	constructor(private readonly onIdle: () => void, private readonly lingerMs: () => number) {}
+
+	get size(): number {
+		return this.count;
+	}
+
+	/**
+	 * A connection whose last response carries the drain's `Connection: close`:
+	 * Node's own close after it would be a destroy, and unread bytes in its
+	 * receive buffer (an upload the app never read) would turn it into a reset
+	 * that throws away the response's tail; the close is ours. Once per connection.
+	 */
+	readonly afterLast = (socket: Socket): void => {
+		this.count++;
+		closeLingering(socket, this.lingerMs(), this.closed);
+	};
+
+	/** Every connection of `server` left once nothing is in flight (`closeAllLingering`). */
+	all(server: http.Server): void {
+		this.count += closeAllLingering(server, this.lingerMs(), this.closed);
+	}
+
+	/** Connections accepted just before the server stopped listening: their first request is waited for (`awaitFirstRequest`). */
+	fresh(sockets: readonly Socket[]): void {
+		if (sockets.length > 0) {
+			this.count += sockets.length;
+			awaitFirstRequest(sockets, Math.min(FIRST_REQUEST_WAIT_MS, this.lingerMs()), this.lingerMs(), this.closed);
+		}
+	}
+
+	private readonly closed = (): void => {
+		this.count--;
+		if (this.count === 0) {
+			this.onIdle();
+		}
+	};
 }

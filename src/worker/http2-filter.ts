@@ -24,16 +24,15 @@
  * Per stream: no closure, no allocation (the rules of http1-filter.ts).
  */
 import type http from 'node:http';
-import process from 'node:process';
-import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, Http2ServerRequest, Http2ServerResponse, OutgoingHttpHeaders, ServerHttp2Session, ServerHttp2Stream} from 'node:http2';
+import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, Http2ServerRequest, Http2ServerResponse, ServerHttp2Session, ServerHttp2Stream} from 'node:http2';
 import {Mode, type FilterOptions, type ServerFilter} from './filter.js';
-import {RequestFilter, RETIRE_UPGRADE_BODY} from './http1-filter.js';
-import {REJECT_BODY} from '../reject-answer.js';
+import {RequestFilter} from './http1-filter.js';
+import {DrainAnswers, headerNames, isGrpc, probeAnswer, respond} from './http2-answers.js';
 import {Sessions} from './http2-sessions.js';
 import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted} from './arrivals.js';
 import {Ledger} from './ledger.js';
-import {endOwnedStream, eventStreamRetryBody, ignoreError, isEventStreamHeaders, RETIRE_RETRY_MS, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
+import {endOwnedStream, ignoreError, isEventStreamHeaders, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {Probes, type ProbeAnswer} from './probes.js';
 import type {ReadinessProbe} from './readiness.js';
 
@@ -41,51 +40,7 @@ export {SHUTDOWN_NOTICE_MS} from './http2-sessions.js';
 
 export type Http2AnyServer = Http2Server | Http2SecureServer;
 
-/** The pseudo-headers read or written here, as node:http2's own strings (`headerNames`). */
-interface HeaderNames {
-	readonly status: ':status';
-	readonly path: ':path';
-	readonly method: ':method';
-	readonly protocol: ':protocol';
-}
-
-let names: HeaderNames | undefined;
-
-/**
- * The pseudo-header names as node:http2's own string constants, never as
- * literals of ours. With a `':status'` literal in this module, V8 made that
- * copy of the name the canonical one before node:http2 first used its own
- * constant as a key, and from then on Node's compatibility response wrote
- * `:status` the slow way on every response (`Http2ServerResponse`'s
- * `kBeginSend`: about 10x its CPU in a profile, whether attach() was called or
- * the module only imported); h2c CPU per request read 1.05-1.08x the bare
- * server's (bench/hot-path.js). node:http2 is loaded by the time this runs:
- * the app made an HTTP/2 server.
- */
-function headerNames(): HeaderNames {
-	if (names === undefined) {
-		// Typed as the names they hold, which IncomingHttpHeaders types by name (types leave no literal behind).
-		const constants = process.getBuiltinModule('node:http2').constants as unknown as {
-			HTTP2_HEADER_STATUS: ':status';
-			HTTP2_HEADER_PATH: ':path';
-			HTTP2_HEADER_METHOD: ':method';
-			HTTP2_HEADER_PROTOCOL: ':protocol';
-		};
-		names = {status: constants.HTTP2_HEADER_STATUS, path: constants.HTTP2_HEADER_PATH, method: constants.HTTP2_HEADER_METHOD, protocol: constants.HTTP2_HEADER_PROTOCOL};
-	}
-
-	return names;
-}
-
-/** The headers of an answer made here; no `connection`: connection-specific headers are malformed in HTTP/2. */
-function answerHeaders(status: number, body: Buffer, contentType = 'text/plain; charset=utf-8'): OutgoingHttpHeaders {
-	return {[headerNames().status]: status, 'content-type': contentType, 'content-length': body.length, 'cache-control': 'no-store'};
-}
-
 const isEventStream = (stream: ServerHttp2Stream): boolean => isEventStreamHeaders(stream.sentHeaders);
-
-/** What a retiring worker answers a new event stream with (long-lived.ts RETIRE_RETRY_MS). */
-const RETIRE_STREAM_BODY = eventStreamRetryBody(RETIRE_RETRY_MS);
 
 /** HTTP/2 error codes (RFC 9113 section 7); node:http2's constants are not loaded here (filter.ts `drainableKind`). */
 const NO_ERROR = 0x0;
@@ -128,9 +83,6 @@ function endStream(stream: ServerHttp2Stream): void {
 	}
 }
 
-/** gRPC over HTTP/2 (`application/grpc`, `application/grpc+proto`, ...), not gRPC-Web. */
-const isGrpc = (contentType: string | undefined): boolean => contentType !== undefined && (contentType === 'application/grpc' || contentType.startsWith('application/grpc+') || contentType.startsWith('application/grpc;'));
-
 type EmitStream = (this: Http2AnyServer, event: 'stream', stream: unknown, headers: unknown, flags: unknown, rawHeaders: unknown) => boolean;
 type EmitRequest = (this: Http2AnyServer, event: 'request' | 'checkContinue', request: unknown, response: unknown) => boolean;
 
@@ -149,14 +101,8 @@ export class Http2Filter implements ServerFilter {
 	 */
 	private readonly http1: RequestFilter;
 	private readonly ownEmit: Http2AnyServer['emit'];
-	private readonly rejectHeaders: OutgoingHttpHeaders;
-	private readonly grpcRejectHeaders: OutgoingHttpHeaders;
-	private readonly eventStreamBody: Buffer;
-	private readonly eventStreamHeaders: OutgoingHttpHeaders;
-	/** What a retiring worker answers a new event stream with. */
-	private readonly retireStreamHeaders: OutgoingHttpHeaders;
-	/** What a retiring worker answers a new WebSocket (RFC 8441 extended CONNECT) with: the other workers are serving. */
-	private readonly retireConnectHeaders: OutgoingHttpHeaders;
+	/** The drain's own answers, for this server's `Retry-After` (http2-answers.ts). */
+	private readonly answers: DrainAnswers;
 	private readonly names = headerNames();
 	private readonly currentMode = (): Mode => this.mode;
 
@@ -175,13 +121,7 @@ export class Http2Filter implements ServerFilter {
 		this.probes = new Probes(options);
 		const http1Emit = server.emit;
 		const ownEmit = this.ownEmit;
-		this.rejectHeaders = {...answerHeaders(503, REJECT_BODY), 'retry-after': String(options.retryAfterSeconds)};
-		// A trailers-only response (the gRPC over HTTP/2 spec): status 14, UNAVAILABLE.
-		this.grpcRejectHeaders = {[this.names.status]: 200, 'content-type': 'application/grpc', 'grpc-status': '14', 'grpc-message': 'graceful-cluster: this server is shutting down; retry on another'};
-		this.eventStreamBody = eventStreamRetryBody(options.retryAfterSeconds * 1000);
-		this.eventStreamHeaders = answerHeaders(200, this.eventStreamBody, 'text/event-stream');
-		this.retireStreamHeaders = answerHeaders(200, RETIRE_STREAM_BODY, 'text/event-stream');
-		this.retireConnectHeaders = {...answerHeaders(503, RETIRE_UPGRADE_BODY), 'retry-after': '0'};
+		this.answers = new DrainAnswers(options.retryAfterSeconds);
 		const filter = this;
 		server.on('session', this.sessions.add);
 		// eslint-disable-next-line func-names
@@ -271,7 +211,7 @@ export class Http2Filter implements ServerFilter {
 		return {upgrades: http1.upgrades, streams: h2Streams + http1.streams};
 	}
 
-	/** Destroys the event streams still open, HTTP/2 and HTTP/1.1, and the HTTP/1.1 upgrades (long-lived.ts `cutLongLivedOf`). */
+	/** Destroys the event streams still open, HTTP/2 and HTTP/1.1, and the HTTP/1.1 upgrades (long-lived.ts `LongLivedEnd`). */
 	cutLongLived(): LongLivedClosed {
 		const http1 = this.http1.cutLongLived();
 		return {upgrades: http1.upgrades, streams: this.ledger.cutEventStreams(cancelStream) + http1.streams};
@@ -393,19 +333,8 @@ export class Http2Filter implements ServerFilter {
 	private reject(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
 		this.ledger.rejected++;
 		this.options.onReject?.({method: headers[this.names.method], path: headers[this.names.path], remote: stream.session?.socket?.remoteAddress});
-		if (isGrpc(headers['content-type'])) {
-			// A gRPC call: refused as gRPC says, UNAVAILABLE, which its clients retry elsewhere.
-			stream.on('error', ignoreError);
-			if (!stream.destroyed && !stream.closed) {
-				stream.respond(this.grpcRejectHeaders, {endStream: true});
-			}
-		} else if (wantsEventStream(headers)) {
-			// EventSource never retries a 503: a 200 stream that ends at once after `retry:`.
-			this.respond(stream, this.eventStreamHeaders, this.eventStreamBody);
-		} else {
-			this.respond(stream, this.rejectHeaders, REJECT_BODY);
-		}
-
+		// A gRPC call is refused as gRPC says; EventSource never retries a 503.
+		respond(stream, isGrpc(headers['content-type']) ? this.answers.grpcReject : (wantsEventStream(headers) ? this.answers.eventStream : this.answers.reject));
 		stream.resume();
 	}
 
@@ -425,9 +354,9 @@ export class Http2Filter implements ServerFilter {
 	 */
 	private redirect(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean {
 		if (wantsEventStream(headers)) {
-			this.respond(stream, this.retireStreamHeaders, RETIRE_STREAM_BODY);
+			respond(stream, this.answers.retireStream);
 		} else if (headers[this.names.method] === 'CONNECT' && headers[this.names.protocol] === 'websocket') {
-			this.respond(stream, this.retireConnectHeaders, RETIRE_UPGRADE_BODY);
+			respond(stream, this.answers.retireConnect);
 		} else {
 			return false;
 		}
@@ -438,22 +367,6 @@ export class Http2Filter implements ServerFilter {
 	}
 
 	private answer(stream: ServerHttp2Stream, {status, body}: ProbeAnswer): void {
-		this.respond(stream, answerHeaders(status, body), body);
-	}
-
-	private respond(stream: ServerHttp2Stream, headers: OutgoingHttpHeaders, body: Buffer): void {
-		// A client's RST_STREAM on a stream answered here: nothing to do.
-		stream.on('error', ignoreError);
-		// Reset by the client before its turn: respond() would throw.
-		if (stream.destroyed || stream.closed) {
-			return;
-		}
-
-		// respond() copies the headers; for a HEAD request it ends the stream itself
-		// (`headRequest`: in Node since v8, not in @types/node).
-		stream.respond(headers);
-		if (!(stream as {headRequest?: boolean}).headRequest) {
-			stream.end(body);
-		}
+		respond(stream, probeAnswer(status, body));
 	}
 }

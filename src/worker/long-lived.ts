@@ -59,30 +59,61 @@ function sumOver(filters: Iterable<LongLivedHolder>, each: (filter: LongLivedHol
 }
 
 /**
- * Closes what `filters` still have open (each filter's `closeLongLived`),
- * logs how many with a pointer to `onDrain`, and returns how many.
+ * One drain's end of the long-lived connections: closed at the reject phase's
+ * end (a reload: the linger's), and what has not finished closing
+ * `UPGRADE_CLOSE_WAIT_MS` later cut, destroyed and counted in one step (apart,
+ * the first socket's 'close' could read the count before the others were in
+ * it). `closed` counts them all, `cut` those of them destroyed.
  */
-export function closeLongLivedOf(filters: Iterable<LongLivedHolder>, reason: DrainReason, logger: Logger): number {
-	const {upgrades, streams} = sumOver(filters, filter => filter.closeLongLived(reason));
-	if (upgrades + streams > 0) {
-		logger.info({upgrades, streams, reason, closeCode: CLOSE_CODES[reason]}, 'closed the long-lived connections still open; the app can close them itself, earlier, in handle.onDrain()');
+export class LongLivedEnd {
+	closed = 0;
+	cut = 0;
+	private state: 'open' | 'waiting' | 'over' = 'open';
+
+	constructor(private readonly filters: Iterable<LongLivedHolder>, private readonly logger: Logger) {}
+
+	/** Closes what is still open; `later` runs the cut UPGRADE_CLOSE_WAIT_MS from now, then `over`. */
+	close(reason: DrainReason, later: (run: () => void, ms: number) => void, over: () => void): void {
+		const {upgrades, streams} = sumOver(this.filters, filter => filter.closeLongLived(reason));
+		if (upgrades + streams > 0) {
+			this.logger.info({upgrades, streams, reason, closeCode: CLOSE_CODES[reason]}, 'closed the long-lived connections still open; the app can close them itself, earlier, in handle.onDrain()');
+		}
+
+		this.closed += upgrades + streams;
+		this.state = 'waiting';
+		later(() => {
+			this.state = 'over';
+			this.cutAll();
+			over();
+		}, UPGRADE_CLOSE_WAIT_MS);
 	}
 
-	return upgrades + streams;
-}
+	/**
+	 * With `open` long-lived connections left: true when they are none, or
+	 * their wait is over (any sorted out since, a response that became an event
+	 * stream late, cut as well). Until then the process must not cut them mid-frame.
+	 */
+	settled(open: number): boolean {
+		if (open === 0) {
+			return true;
+		}
 
-/**
- * Destroys what `filters` still have open `UPGRADE_CLOSE_WAIT_MS` after
- * `closeLongLivedOf` (each filter's `cutLongLived`, which takes them off its
- * counts as it destroys them), logs how many, and returns how many.
- */
-export function cutLongLivedOf(filters: Iterable<LongLivedHolder>, logger: Logger): number {
-	const {upgrades, streams} = sumOver(filters, filter => filter.cutLongLived());
-	if (upgrades + streams > 0) {
-		logger.warn({upgrades, streams, waitedMs: UPGRADE_CLOSE_WAIT_MS}, 'long-lived connections did not finish closing in time; destroying them');
+		if (this.state !== 'over') {
+			return false;
+		}
+
+		this.cutAll();
+		return true;
 	}
 
-	return upgrades + streams;
+	private cutAll(): void {
+		const {upgrades, streams} = sumOver(this.filters, filter => filter.cutLongLived());
+		if (upgrades + streams > 0) {
+			this.logger.warn({upgrades, streams, waitedMs: UPGRADE_CLOSE_WAIT_MS}, 'long-lived connections did not finish closing in time; destroying them');
+		}
+
+		this.cut += upgrades + streams;
+	}
 }
 
 // --- Event streams ---

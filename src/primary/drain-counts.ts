@@ -1,0 +1,88 @@
+/**
+ * What the workers of one drain counted after its signal (`drain finished`'s
+ * figures). A worker a reload (or a recycle) had retired counts from its
+ * retire: the drain takes its counts at the signal (the primary's last copy
+ * first; the worker's own of that moment when its `inflight` with `atSignal`
+ * comes) and adds only what came after.
+ */
+import type {InflightMessage} from '../protocol.js';
+import {hookFailures, lastLive, type WorkerRecord} from './worker-record.js';
+
+/** A worker in one of these when the signal came (or killed in one) had left for a reload or a recycle: its counts began at its retire. */
+const RETIRED_STATES: ReadonlySet<WorkerRecord['state']['name']> = new Set(['retiring', 'hooks', 'drained']);
+
+/** The counts `drain finished` sums, as a worker reported them, and its failed hooks. */
+export interface CountsAtSignal {
+	readonly served: number;
+	readonly aborted: number;
+	readonly rejected: number;
+	readonly closedLongLived: number;
+	readonly longLivedCut: number;
+	readonly hooksFailed: number;
+}
+
+export function countsOf(report: Partial<Omit<CountsAtSignal, 'hooksFailed'>> | undefined, hooksFailed: number): CountsAtSignal {
+	return {
+		served: report?.served ?? 0,
+		aborted: report?.aborted ?? 0,
+		rejected: report?.rejected ?? 0,
+		closedLongLived: report?.closedLongLived ?? 0,
+		longLivedCut: report?.longLivedCut ?? 0,
+		hooksFailed,
+	};
+}
+
+/**
+ * What a worker counted after the signal: all of it, or for a retiree, what
+ * came after `before`. Never below 0: a server the app took off (`detach()`)
+ * takes its counts with it. A long-lived connection the retire closed and the
+ * drain had to cut counts as closed by the drain too (`longLivedCut` is of
+ * `closedLongLived`).
+ */
+function sinceSignal(now: CountsAtSignal, before: CountsAtSignal | undefined): CountsAtSignal {
+	if (before === undefined) {
+		return now;
+	}
+
+	const less = (field: keyof CountsAtSignal): number => Math.max(0, now[field] - before[field]);
+	const longLivedCut = less('longLivedCut');
+	return {served: less('served'), aborted: less('aborted'), rejected: less('rejected'), closedLongLived: Math.max(less('closedLongLived'), longLivedCut), longLivedCut, hooksFailed: 0};
+}
+
+/** The figures `drain finished` sums over the workers of a drain. */
+export type SummedField = Exclude<keyof CountsAtSignal, 'hooksFailed'>;
+
+export class CountsSinceSignal {
+	/** The retirees, with what they had counted when the signal came. */
+	private readonly before = new Map<WorkerRecord, CountsAtSignal>();
+
+	constructor(private readonly workers: readonly WorkerRecord[]) {
+		for (const record of workers) {
+			if (RETIRED_STATES.has(lastLive(record.state).name)) {
+				this.before.set(record, countsOf(record.report, record.hooksFailed.length));
+			}
+		}
+	}
+
+	/**
+	 * A retiree's counts when the signal reached it: exact where the primary's
+	 * last copy was older (a response since its last report, a hook's failure
+	 * still on its way).
+	 */
+	onReport(record: WorkerRecord, report: InflightMessage): void {
+		const before = this.before.get(record);
+		if (before !== undefined && report.atSignal === true) {
+			this.before.set(record, countsOf(report, report.hooksFailed ?? before.hooksFailed));
+		}
+	}
+
+	/** `field` summed over the workers, each from its signal on. */
+	sum(field: SummedField): number {
+		return this.workers.reduce((total, record) => total + sinceSignal(countsOf(record.report, 0), this.before.get(record))[field], 0);
+	}
+
+	/** The workers' failed hooks and listeners since the signal. */
+	get hooksFailed(): number {
+		return this.workers.reduce((sum, record) => sum + hookFailures(record) - (this.before.get(record)?.hooksFailed ?? 0), 0);
+	}
+}

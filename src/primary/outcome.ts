@@ -1,0 +1,70 @@
+/**
+ * How a drain ends, decided in one place: which of its workers left as planned
+ * (`leftCleanly`), the exit code (`outcome`), and its word in `drain finished`
+ * (`outcomeName`).
+ */
+import {ExitCode} from '../exit-codes.js';
+import {killReason, lastLive, leftByBasicDrain, placeOf, type WorkerRecord} from './worker-record.js';
+
+/** What killed the workers left, if anything did. */
+export type ForcedBy = 'deadline' | 'second-signal';
+
+/**
+ * Left as planned during a drain: it drained; or it left during its hooks,
+ * every request done (`hookFailures` counts how); or its basic drain ended it
+ * (`leftByBasicDrain`).
+ */
+export function leftCleanly(record: WorkerRecord): boolean {
+	const {state} = record;
+	if (state.name !== 'gone') {
+		return true;
+	}
+
+	// Its requests were done: whatever ended its hooks (its own exit, the
+	// deadline's kill) is a hook's failure (`hookFailures`), not a lost worker.
+	const last = lastLive(state).name;
+	if (last === 'drained' || last === 'hooks') {
+		return true;
+	}
+
+	// It never listened, so it held no request: a group signal that reached it
+	// while it was still loading (before the bootstrap's handlers) loses nothing.
+	if (placeOf(state).name === 'starting' && killReason(state) === undefined) {
+		return true;
+	}
+
+	return leftByBasicDrain(state);
+}
+
+/**
+ * The exit code of a drain: the one place it is decided. Requests first (a
+ * kill, a lost worker), then the app's shutdown code (a failed hook).
+ */
+export function outcome(forced: ForcedBy | undefined, lost: number, hooksFailed = 0): ExitCode {
+	if (forced === 'second-signal') {
+		return ExitCode.SECOND_SIGNAL;
+	}
+
+	if (forced === 'deadline') {
+		return ExitCode.DEADLINE;
+	}
+
+	if (lost > 0) {
+		return ExitCode.WORKER_LOST;
+	}
+
+	return hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK;
+}
+
+/**
+ * The `outcome` field of `drain finished`: how the code came about, in a word.
+ * `clean` only when every request was seen and none was cut: exit 0 with a
+ * server nothing counted (`uncounted`) is `uncounted`.
+ */
+export function outcomeName(code: ExitCode, uncounted = false): 'clean' | 'uncounted' | 'hooks-failed' | 'forced' {
+	if (code === ExitCode.OK) {
+		return uncounted ? 'uncounted' : 'clean';
+	}
+
+	return code === ExitCode.HOOK_FAILED ? 'hooks-failed' : 'forced';
+}
