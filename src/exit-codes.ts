@@ -45,7 +45,7 @@ export const EXIT_CODE_MEANINGS: Readonly<Record<keyof typeof ExitCode, string>>
 	USAGE: 'bad flags, environment values, or a missing script; nothing was started',
 	DEADLINE: 'the grace period ran out; the workers left were killed',
 	SECOND_SIGNAL: 'a second SIGTERM/SIGINT/SIGQUIT during the drain; the workers were killed at once',
-	WORKER_LOST: 'a worker left the drain without draining: with the helper, it exited (or was killed as hung) before it reported that its requests were done, whatever its last in-flight count; without it, it exited non-zero (7 excepted: its own listener failed after the primary disconnected it, counted as code 7 says). An exit during its shutdown hooks, or before it ever listened, does not count',
+	WORKER_LOST: 'a worker left the drain without draining: one with a drained server exited (or was killed as hung) before it reported that its requests were done, whatever its last in-flight count; one with nothing to drain exited non-zero (7 excepted: its own listener failed after the primary disconnected it). An exit during its shutdown hooks, or before it ever listened, does not count',
 	START_FAILED: 'the app failed to start --max-start-failures times in a row (crashed before listening, or did not listen within --listen-timeout)',
 	HOOK_FAILED: 'every request was served, but the app\'s shutdown failed: an onShutdown hook or one of its own signal listeners threw, rejected, or exited the worker non-zero',
 	INCOMPLETE_INSTALL: 'graceful-cluster\'s own files or its dependencies are incomplete (a file missing or cut short, a package not installed); nothing was started: reinstall it',

@@ -319,6 +319,6 @@ test.serial('h2c under load through the reject phase\'s end: a pool that opens a
 	t.is(finished?.['rejected'], rejected, 'every 503 the client got, and no other, counted as rejected');
 	t.is(slowCompleted, 6, 'the streams in flight past the reject phase\'s end, whole');
 	// A connection no worker took (the kernel's backlog or the round-robin queue
-	// as listening stops) may be reset: README, Known limits.
+	// as listening stops) may be reset: docs/limits.md.
 	t.log(`${outcomes.length} streams; on sessions no worker took: ${outcomes.length - taken.length}`);
 });
