@@ -348,35 +348,37 @@ test('an unchanged app (no attach()): a response streaming at a reload, its head
 const SLOW_READ_SIZE = 8 * 1024 * 1024;
 
 /**
- * A raw keep-alive connection that reads about 4 MB a second, so that the end
- * of an 8 MB response is still in the kernel's buffers when the server is done
- * with it: how many bytes came, the last ones as text, and a reset if any.
+ * An unchanged app (no-attach.mjs) with one worker and a 300 ms reject phase,
+ * asked for `path` on a raw keep-alive connection that reads about 4 MB a
+ * second, so that the end of an 8 MB response is still in the kernel's buffers
+ * when the server is done with it; SIGTERM once the request has started. The
+ * reader tells how many bytes came, the last ones as text, and a reset if any.
  */
-async function slowReader(t: ExecutionContext, port: number) {
-	const socket = net.connect(port, '127.0.0.1');
+async function slowReadAcrossSigterm(t: ExecutionContext, path: string) {
+	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '300ms'});
+	const socket = net.connect(proc.port, '127.0.0.1');
 	t.teardown(() => {
 		socket.destroy();
 	});
 	await once(socket, 'connect');
-	const read = {socket, received: 0, tail: '', error: undefined as string | undefined, closed: once(socket, 'close')};
+	const reader = {socket, received: 0, tail: '', error: undefined as string | undefined, closed: once(socket, 'close')};
 	socket.on('error', (cause: NodeJS.ErrnoException) => {
-		read.error = cause.code;
+		reader.error = cause.code;
 	});
 	socket.on('data', (chunk: Buffer) => {
-		read.received += chunk.length;
-		read.tail = (read.tail + chunk.toString('latin1', Math.max(0, chunk.length - 200))).slice(-400);
+		reader.received += chunk.length;
+		reader.tail = (reader.tail + chunk.toString('latin1', Math.max(0, chunk.length - 200))).slice(-400);
 		socket.pause();
 		setTimeout(() => socket.resume(), chunk.length / 4096);
 	});
-	return read;
+	socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
+	await proc.waitForLog('fixture request started');
+	proc.kill('SIGTERM');
+	return {proc, reader};
 }
 
 test('an unchanged app (no attach()): a slow reader of an 8 MB keep-alive response sends its next request 200 ms after the server wrote the last bytes: it gets all 8 MB and a clean close, its next request never runs', async t => {
-	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '300ms'});
-	const reader = await slowReader(t, proc.port);
-	reader.socket.write('GET /big HTTP/1.1\r\nHost: x\r\n\r\n');
-	await proc.waitForLog('fixture request started');
-	proc.kill('SIGTERM');
+	const {proc, reader} = await slowReadAcrossSigterm(t, '/big');
 	// Its headers went out keep-alive, before the drain: the client may send another
 	// request, and does, 200 ms after the server's 'finish' (part of the scenario, not
 	// a wait: a client still reading, or one that reads the response whole first).
@@ -421,12 +423,8 @@ test('an unchanged app (no attach()): a request a keep-alive client sends as the
 });
 
 test('an unchanged app (no attach()): a slow reader of an 8 MB response the app ended in one write, across SIGTERM: every byte arrives, then the connection closes', async t => {
-	const proc = await startApp(t, 'no-attach', {workers: 1, rejectPeriod: '300ms'});
-	const reader = await slowReader(t, proc.port);
-	reader.socket.write('GET /big-at-once HTTP/1.1\r\nHost: x\r\n\r\n');
-	await proc.waitForLog('fixture request started');
 	// The drain closes the server while most of it is still in the socket's buffer.
-	proc.kill('SIGTERM');
+	const {proc, reader} = await slowReadAcrossSigterm(t, '/big-at-once');
 	await reader.closed;
 	t.is(reader.error, undefined, 'no reset');
 	t.true(reader.received > SLOW_READ_SIZE, `received ${reader.received} of ${SLOW_READ_SIZE} bytes and the headers`);
