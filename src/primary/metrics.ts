@@ -42,7 +42,7 @@ export const METRICS = {
 	workers: {type: 'gauge', labels: ['state'], help: 'Live workers by lifecycle state (starting, listening, retiring, hooks, drained, killed); the samples add up to the live workers'},
 	workers_desired: {type: 'gauge', labels: [], help: 'Workers the cluster keeps (--workers)'},
 	worker_starts_total: {type: 'counter', labels: ['reason'], help: 'Workers started, by reason (initial, crash, hung, memory, requests, reload)'},
-	worker_exits_total: {type: 'counter', labels: ['reason'], help: 'Workers gone, by reason (drain, crash, hung, memory, requests, reload, deadline, start-failed)'},
+	worker_exits_total: {type: 'counter', labels: ['reason'], help: 'Workers gone, by reason (drain, crash, hung, memory, requests, reload, deadline, second-signal, start-failed)'},
 	requests_in_flight: {type: 'gauge', labels: [], help: 'Requests the workers are handling (their last report or heartbeat)'},
 	requests_rejected_total: {type: 'counter', labels: [], help: 'Requests answered 503 while draining'},
 	connections_open: {type: 'gauge', labels: ['kind'], help: 'Open long-lived connections by kind (upgrade, stream), as the workers last reported them'},
@@ -57,7 +57,7 @@ export const METRICS = {
 
 const WORKER_STATES = ['starting', 'listening', 'retiring', 'hooks', 'drained', 'killed'] as const;
 const START_REASONS: readonly StartReason[] = ['initial', 'crash', 'hung', 'memory', 'requests', 'reload'];
-const EXIT_REASONS = ['drain', 'crash', 'hung', 'memory', 'requests', 'reload', 'deadline', 'start-failed'] as const;
+const EXIT_REASONS = ['drain', 'crash', 'hung', 'memory', 'requests', 'reload', 'deadline', 'second-signal', 'start-failed'] as const;
 
 const metricName = (name: keyof typeof METRICS): string => PREFIX + name;
 

@@ -128,7 +128,8 @@ export class Supervisor {
 			...(killedFor ? {killedFor} : {}),
 			reason: exitedFor,
 		};
-		if (last.name === 'hooks' && killedFor === undefined && (state.signal !== null || !isCleanShutdownCode(state.code))) {
+		// After its hooks, or after it said it drained: the exit code the app set (its `'beforeExit'` and `'exit'` listeners' too).
+		if ((last.name === 'hooks' || last.name === 'drained') && killedFor === undefined && (state.signal !== null || !isCleanShutdownCode(state.code))) {
 			this.logger.error({worker: record.id, workerPid: record.pid, code: state.code, signal: state.signal}, 'a shutdown hook exited the worker with a failure');
 		}
 

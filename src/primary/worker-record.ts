@@ -226,12 +226,12 @@ export function roleOf(state: WorkerState): Role | 'retiring' {
 export const isServingMember = (record: WorkerRecord): boolean => record.state.name === 'listening' && record.state.role === 'member';
 
 /** Why a worker left: its `worker exited` line's `reason`, and what `worker_exits_total{reason}` counts. */
-export type ExitReason = 'drain' | 'crash' | 'hung' | 'deadline' | 'start-failed' | ReplaceReason;
+export type ExitReason = 'drain' | 'crash' | 'hung' | 'deadline' | 'second-signal' | 'start-failed' | ReplaceReason;
 
 /**
  * `drain`: it drained (or exited during its hooks); `memory`, `requests`,
  * `reload`: replaced for that reason and retired; `hung`: killed for a silent
- * event loop; `deadline`: killed by the drain's deadline or a second signal;
+ * event loop; `deadline`: killed by the drain's deadline; `second-signal`: by a second signal;
  * `start-failed`: it never listened in time, or the cluster gave up; `crash`:
  * anything else. `draining`: the cluster's drain has begun.
  */
@@ -241,8 +241,11 @@ export function exitReason(state: Extract<WorkerState, {name: 'gone'}>, {drainin
 			return 'hung';
 		}
 
+		case 'second-signal': {
+			return 'second-signal';
+		}
+
 		case 'deadline':
-		case 'second-signal':
 		case 'retire-deadline': {
 			return 'deadline';
 		}

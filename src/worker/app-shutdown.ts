@@ -45,6 +45,8 @@ export const WAITING_LOG_MS = 5000;
 export interface AppShutdown {
 	/** True when the app has listeners to call for `signal` (received for a shutdown, or a reload's retirement). */
 	has(signal: NodeJS.Signals, reason: DrainReason): boolean;
+	/** Their names, for the log. */
+	names(signal: NodeJS.Signals, reason: DrainReason): string[];
 	/** Calls them and resolves, with how it ended, once the app's shutdown is over (above); `onFailure` hears of each that failed. */
 	run(signal: NodeJS.Signals, reason: DrainReason, onFailure: (name: string) => Promise<void>): Promise<AppShutdownEnd>;
 }
@@ -78,6 +80,7 @@ export function appResources(): Record<string, number> {
 export function appShutdown(holder: SignalListeners, logger: Logger): AppShutdown {
 	return {
 		has: (signal, reason) => listenersFor(holder, signal, {retiring: reason === 'reload'}).length > 0,
+		names: (signal, reason) => listenersFor(holder, signal, {retiring: reason === 'reload'}).map(entry => listenerName(entry, signal)),
 		async run(signal, reason, onFailure) {
 			const entries = listenersFor(holder, signal, {retiring: reason === 'reload'});
 			// Only shutdown code is waited for: a SIGHUP listener that re-reads the

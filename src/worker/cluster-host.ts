@@ -5,7 +5,6 @@
  */
 import cluster from 'node:cluster';
 import {systemClock} from '../clock.js';
-import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import {workerSettingsFromEnv} from '../settings.js';
 import {LISTEN_SETTLE_MS, remaining} from '../timeline.js';
@@ -109,7 +108,9 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 				const arrivals = drain.arrivals.report();
 				channel.send({type: 'drained', ...summary, ...(arrivals ? {arrivals} : {})}, () => {
 					if (exit === 'now') {
-						process.exit(ExitCode.OK);
+						// With the code the app set, if any, as plain Node would: a failing
+						// one is its shutdown's failure, which the primary counts.
+						process.exit();
 					}
 
 					// The app's shutdown left nothing running: the process ends by itself,
@@ -118,6 +119,9 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 				});
 			});
 		},
+	});
+	process.on('exit', () => {
+		drain.exiting();
 	});
 	channel.stats = () => ({requests: drain.requests, inflight: drain.inflight});
 	channel.endReject = () => {

@@ -22,6 +22,7 @@ import {DrainedServers, StartWait} from './drained-servers.js';
 import {LINGER_MAX_MS, type DrainableServer, type ServerFilter} from './filter.js';
 import {modeFor, stopsAccepting, type Phase, type PhaseName} from './phase.js';
 import type {AppShutdown} from './app-shutdown.js';
+import type {ExitListeners} from './app-exit.js';
 import {Shutdown, type ShutdownHook} from './hooks.js';
 import {Arrivals} from './arrivals.js';
 import {DrainNotices, LongLivedEnd, type DrainListener} from './long-lived.js';
@@ -34,7 +35,7 @@ export class ProcessDrain {
 	private phase: Phase = {name: 'serving'};
 	private readonly servers: DrainedServers;
 	/** The app's shutdown: its hooks, then its own signal listeners (hooks.ts). */
-	private readonly shutdown = new Shutdown();
+	private readonly shutdown: Shutdown;
 	private readonly notices: DrainNotices;
 	/** The long-lived connections' end (long-lived.ts). */
 	private readonly longLived: LongLivedEnd;
@@ -57,8 +58,13 @@ export class ProcessDrain {
 	/** A drain that came while the app was still starting waits for it (`settle`). */
 	private readonly start: StartWait;
 
-	/** `peerRates`: count each peer's requests while serving (arrivals.ts), where something reads their rates. */
-	constructor(settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock, {peerRates = true}: {peerRates?: boolean} = {}) {
+	/**
+	 * `peerRates`: count each peer's requests while serving (arrivals.ts), where
+	 * something reads their rates. `exitListeners`: where the app's
+	 * `'beforeExit'` listeners are (app-exit.ts; a test passes its own).
+	 */
+	constructor(settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock, {peerRates = true, exitListeners}: {peerRates?: boolean; exitListeners?: ExitListeners} = {}) {
+		this.shutdown = new Shutdown(exitListeners);
 		this.timers = new TimerGroup(clock);
 		this.arrivals = new Arrivals(inBackground(clock), {perPeer: peerRates});
 		this.notices = new DrainNotices(clock, logger);
@@ -273,6 +279,17 @@ export class ProcessDrain {
 		const {served, aborted, rejected, inflight} = counts;
 		this.logger.info({served, aborted, rejected, closedLongLived: this.longLived.closed, longLivedCut: this.longLived.cut, inflight, gracePeriodMs: timeline.gracePeriodMs}, 'drain signal while retiring: retiring on, within the grace period; the drain counts from here');
 		this.host?.signalledWhileRetiring?.(counts);
+	}
+
+	/**
+	 * The process is exiting during its drain (a crash, the app's own exit): the
+	 * counts since the last report go now, so the 503s of its last quarter
+	 * second are not lost with it. A write on the IPC channel is synchronous.
+	 */
+	exiting(): void {
+		if (this.phase.name !== 'serving' && this.phase.name !== 'done') {
+			this.progress.report(this.host);
+		}
 	}
 
 	/** Arrivals count from the primary's signal (epoch ms): a worker that read the message late must not date them late too. */

@@ -11,6 +11,7 @@
 import {TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {AppShutdown, AppShutdownEnd} from './app-shutdown.js';
+import {ExitWatch, processExitListeners, runExitCleanup, type ExitListeners} from './app-exit.js';
 import type {DrainReason} from './long-lived.js';
 
 export type ShutdownHook = () => unknown;
@@ -87,7 +88,8 @@ export async function runHooks(hooks: readonly NamedHook[], {logger, clock, dead
 
 /**
  * One process's shutdown, once its requests are done: the app's `onShutdown()`
- * hooks, then its own signal listeners (app-shutdown.ts), each failure counted.
+ * hooks, then its own signal listeners (app-shutdown.ts), then its
+ * `'beforeExit'` listeners (app-exit.ts), each failure counted.
  */
 export class Shutdown {
 	/** Hooks and app listeners that failed. */
@@ -97,6 +99,8 @@ export class Shutdown {
 	/** The app's own signal listeners, run after the hooks. */
 	app: AppShutdown | undefined;
 	private readonly hooks: ShutdownHook[] = [];
+
+	constructor(private readonly exitListeners: ExitListeners = processExitListeners) {}
 
 	add(hook: ShutdownHook): void {
 		if (typeof hook !== 'function') {
@@ -108,22 +112,36 @@ export class Shutdown {
 
 	/** True when there is something to run for `signal`. */
 	has(signal: NodeJS.Signals, reason: DrainReason): boolean {
-		return this.hooks.length > 0 || this.app?.has(signal, reason) === true;
+		return this.hooks.length > 0 || this.app?.has(signal, reason) === true || this.exitListeners().length > 0;
 	}
 
-	/** Runs the hooks, then the app's listeners for `signal`; `run.onFailure` hears of each failure. */
+	/** Runs the hooks, then the app's listeners for `signal`, then its exit cleanup; `run.onFailure` hears of each failure. */
 	async run(signal: NodeJS.Signals, reason: DrainReason, run: HookRun): Promise<void> {
 		const onFailure = async (name: string): Promise<void> => {
 			this.failed++;
 			await run.onFailure?.(name);
 		};
 
-		if (this.hooks.length > 0) {
-			await runHooks(namedHooks(this.hooks), {...run, onFailure});
-		}
+		const watch = new ExitWatch(run.logger);
+		try {
+			if (this.hooks.length > 0) {
+				await runHooks(namedHooks(this.hooks).map(hook => ({name: hook.name, run: async () => watch.around(hook.name, async () => hook.run())})), {...run, onFailure});
+			}
 
-		if (this.app?.has(signal, reason)) {
-			this.ended = await this.app.run(signal, reason, onFailure);
+			const {app} = this;
+			if (app?.has(signal, reason)) {
+				this.ended = await watch.around(app.names(signal, reason).join(', '), async () => app.run(signal, reason, onFailure));
+			}
+
+			// Node ran them itself when the app's shutdown left the loop empty
+			// ('idle'); an app that signalled itself meant to die of it, without them.
+			if (this.ended === undefined || this.ended === 'called') {
+				if (this.exitListeners().length > 0) {
+					await watch.around('the app\'s beforeExit listeners', async () => runExitCleanup(this.exitListeners, run.logger, onFailure));
+				}
+			}
+		} finally {
+			watch.stop();
 		}
 	}
 }

@@ -9,6 +9,7 @@ import type {Logger} from '../logger.js';
 import {isCleanShutdownCode} from '../signals.js';
 import {isDuplicateSignal, type Timeline} from '../timeline.js';
 import type {DrainSummary, ProcessDrain} from './drain.js';
+import {failingExitCode} from './app-exit.js';
 import {appShutdown} from './app-shutdown.js';
 import {holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
@@ -26,11 +27,17 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 	const app = appShutdown(held, logger);
 	drain.setAppShutdown({
 		has: app.has,
+		names: app.names,
 		async run(signal, reason, onFailure) {
 			// While the app's own shutdown finishes, the deadline must not keep alive
 			// a process that has nothing else left (app-shutdown.ts waits for that).
 			deadline?.unref();
-			return app.run(signal, reason, onFailure);
+			try {
+				return await app.run(signal, reason, onFailure);
+			} finally {
+				// What runs after it (the app's beforeExit listeners) is bounded by it again.
+				deadline?.ref();
+			}
 		},
 	});
 	let lastProgressLog = 0;
@@ -48,22 +55,28 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 		},
 		finish(summary, exit) {
 			void flushOutput().then(() => {
-				const code = report(summary, 0);
+				const code = report(summary, failingExitCode());
 				if (exit === 'now') {
 					process.exit(code);
 				}
 
-				// The app's shutdown left nothing running: the process ends by itself.
+				// The app's shutdown left nothing running: the process ends by itself,
+				// bounded by the deadline but not kept alive by it.
+				deadline?.unref();
 				process.exitCode = code;
 			});
 		},
 	});
-	/** `drain finished`, once; returns the exit code. `appExit`: the app's own `process.exit()` code, if it ended the process. */
+	/**
+	 * `drain finished`, once; returns the exit code. `appExit`: the failing code
+	 * the app asked for (`process.exitCode`, `process.exit(n)`), which is the
+	 * process's, as under plain Node; other failures exit 7, as under the CLI.
+	 */
 	let reported = false;
-	const report = (summary: DrainSummary, appExit: number): number => {
+	const report = (summary: DrainSummary, appExit: number | undefined): number => {
 		reported = true;
-		const hooksFailed = (summary.hooksFailed ?? 0) + (appExit === 0 ? 0 : 1);
-		const code = hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK;
+		const hooksFailed = (summary.hooksFailed ?? 0) + (appExit === undefined ? 0 : 1);
+		const code = appExit ?? (hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK);
 		// Standalone has one process: its arrivals are all of them (no adaptive end: that is the primary's).
 		const arrivals = drain.arrivals.report();
 		const fields = {
@@ -83,11 +96,11 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 	};
 
 	// The app's own shutdown may end the process itself (`process.exit(0)` once
-	// its pool is closed): the drain is over then too, and says so. A non-zero
-	// code is a failed hook, exit 7, as under the CLI.
+	// its pool is closed): the drain is over then too, and says so, with the
+	// app's code.
 	held.listenOurselves('exit', (code: number) => {
 		if (!reported && drain.phaseName === 'hooks') {
-			process.exitCode = report(drain.summary(), isCleanShutdownCode(code) ? 0 : code);
+			process.exitCode = report(drain.summary(), isCleanShutdownCode(code) ? undefined : code);
 		}
 	});
 

@@ -16,10 +16,11 @@ import {BLOCKING_LISTENER_MS} from '../../src/worker/long-lived.js';
 import {captureLogger, FakeClock} from '../helpers/fakes.js';
 import {client, RawConnection, UPGRADE_REQUEST} from '../helpers/http.js';
 
-async function rig(t: import('ava').ExecutionContext, {listen = false} = {}) {
+async function rig(t: import('ava').ExecutionContext, {listen = false, exitListeners = []}: {listen?: boolean; exitListeners?: Array<(code: number) => unknown>} = {}) {
 	const clock = new FakeClock();
 	const {logger, lines, messages} = captureLogger('worker');
-	const drain = new ProcessDrain(DEFAULT_WORKER_SETTINGS, logger, clock);
+	// Not the process's: those are the test runner's.
+	const drain = new ProcessDrain(DEFAULT_WORKER_SETTINGS, logger, clock, {exitListeners: () => exitListeners});
 	const held: http.ServerResponse[] = [];
 	const server = http.createServer((_request, response) => {
 		held.push(response);
@@ -270,6 +271,7 @@ test('the app\'s own signal listeners run after the onShutdown hooks, when every
 	});
 	r.drain.setAppShutdown({
 		has: (signal, reason) => signal === 'SIGQUIT' && reason === 'shutdown',
+		names: () => ['SIGQUIT listener'],
 		async run(signal, reason) {
 			order.push(`app listeners for ${signal} (${reason})`);
 			return 'idle';
@@ -292,6 +294,7 @@ test('an app with listeners for another signal only: the hooks run and the proce
 	const r = await rig(t);
 	r.drain.setAppShutdown({
 		has: signal => signal === 'SIGHUP',
+		names: () => ['SIGHUP listener'],
 		async run() {
 			t.fail('not for this drain\'s signal');
 			return 'idle';
@@ -331,6 +334,7 @@ test('failed hooks and app listeners are counted, each passed to the host before
 	});
 	r.drain.setAppShutdown({
 		has: (_signal, reason) => reason === 'reload',
+		names: () => ['SIGTERM listener shutdown'],
 		async run(_signal, _reason, onFailure) {
 			await onFailure('SIGTERM listener shutdown');
 			return 'self-signal';
@@ -571,4 +575,66 @@ test('a drain\'s signal while retiring: a request on a connection the retiree ke
 	r.held[1]!.end('done');
 	t.is((await late).status, 200, 'served by the retiree, as in its linger');
 	t.like(r.drain.arrivals.report(), {total: 1, lastFrom: '127.0.0.1'});
+});
+
+test.serial('the app\'s beforeExit listeners run last, once, awaited; one that rejects is counted like a hook; none runs twice after an idle end', async t => {
+	const order: string[] = [];
+	let release!: () => void;
+	const r = await rig(t, {exitListeners: [
+		async function disconnectPrisma(code: number) {
+			order.push(`beforeExit ${code}`);
+			await new Promise<void>(resolve => {
+				release = resolve;
+			});
+			order.push('disconnected');
+		},
+		async function flushQueue() {
+			throw new Error('queue gone');
+		},
+	]});
+	r.drain.addHook(() => {
+		order.push('onShutdown');
+	});
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000});
+	r.clock.advance(0);
+	for (let turn = 0; turn < 10 && !release; turn++) {
+		// eslint-disable-next-line no-await-in-loop
+		await nextTurn();
+	}
+
+	t.deepEqual(order, ['onShutdown', 'beforeExit 0'], 'called with the exit code, after the hooks');
+	t.is(r.finished.length, 0, 'the drain waits for the promise it returned');
+	release();
+	await r.whenFinished;
+	t.deepEqual(order, ['onShutdown', 'beforeExit 0', 'disconnected']);
+	t.is(r.finished[0]!.hooksFailed, 1);
+	t.deepEqual(r.lines.filter(line => line.msg === 'a shutdown hook failed; running the rest').map(line => line['hook']), ['beforeExit listener flushQueue']);
+	t.like(r.lines.find(line => line.msg === 'running the app\'s beforeExit listeners'), {listeners: ['beforeExit listener disconnectPrisma', 'beforeExit listener flushQueue']});
+
+	// When the app's own shutdown left the loop empty, Node emitted 'beforeExit' itself.
+	const idle = await rig(t, {exitListeners: [() => t.fail('Node already ran it')]});
+	idle.drain.setAppShutdown({has: () => true, names: () => ['SIGTERM listener'], run: async () => 'idle'});
+	idle.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000});
+	idle.clock.advance(0);
+	await idle.whenFinished;
+});
+
+test.serial('a hook that sets process.exitCode is named in the log with the code; one that sets a clean code is not', async t => {
+	const before = process.exitCode;
+	t.teardown(() => {
+		process.exitCode = before;
+	});
+	const r = await rig(t);
+	r.drain.addHook(async function closePool() {
+		process.exitCode = 143;
+	});
+	r.drain.addHook(async function reportFailure() {
+		process.exitCode = 2;
+	});
+	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000});
+	r.clock.advance(0);
+	await r.whenFinished;
+	process.exitCode = before;
+	t.deepEqual(r.lines.filter(line => line.msg === 'the app\'s shutdown set a failing exit code (process.exitCode)').map(line => [line['hook'], line['exitCode']]), [['reportFailure', 2]]);
+	t.is(r.finished[0]!.hooksFailed, 0, 'counted by the exit code, by the primary or standalone, not twice');
 });
