@@ -126,6 +126,12 @@ export async function main({early, release, guard}: EarlySignals): Promise<never
 			rejectPeriodMs: options.settings.rejectPeriodMs,
 			gracePeriodMs: options.settings.gracePeriodMs,
 		}, 'starting workers');
+		if (process.pid === 1) {
+			// The kernel drops a signal sent to a namespace's PID 1 that has no handler
+			// yet: a SIGTERM during Node's own start (before our first line) is lost,
+			// and the pod serves on until its SIGKILL. tini forwards it instead.
+			logger.warn({}, 'graceful-cluster is PID 1 with no init in front: a SIGTERM in the first ~100 ms of a start is dropped by the kernel, and orphans are not reaped; run it behind tini (docker run --init, or tini in the image)');
+		}
 	}
 
 	process.exit(await primary.run());

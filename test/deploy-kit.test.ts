@@ -206,7 +206,7 @@ test('kubernetes: the metrics port, the scrape annotations and the PodMonitor ag
 	t.true(seconds(endpoint['scrapeTimeout'], 'scrapeTimeout') < seconds(endpoint['interval'], 'interval'));
 });
 
-test('kubernetes: graceful-cluster is PID 1 in exec form, with room to roll', t => {
+test('kubernetes: tini as PID 1 in front of graceful-cluster, exec form, with room to roll', t => {
 	const docs = manifests();
 	const deployment = one(docs, 'Deployment');
 	const podSpec = deployment['spec']['template']['spec'] as Doc;
@@ -214,8 +214,8 @@ test('kubernetes: graceful-cluster is PID 1 in exec form, with room to roll', t 
 	const command = container['command'] as unknown;
 	t.true(Array.isArray(command), 'command is a list (exec form)');
 	const argv = [...command as string[], ...(container['args'] as string[] ?? [])];
-	t.false(['sh', '/bin/sh', 'bash', '/bin/bash', 'npm', 'npx'].includes(argv[0]!), `${argv[0]} would stand between the kubelet's SIGTERM and graceful-cluster`);
-	t.true(argv[1]!.endsWith(CLI_IN_NODE_MODULES), `runs graceful-cluster's bin (${BIN})`);
+	t.deepEqual(argv.slice(0, 3), ['/usr/bin/tini', '--', 'node'], 'tini as PID 1, then node, no shell or npm between the kubelet\'s SIGTERM and graceful-cluster');
+	t.true(argv[3]!.endsWith(CLI_IN_NODE_MODULES), `runs graceful-cluster's bin (${BIN})`);
 	t.is(deployment['spec']['strategy']['rollingUpdate']['maxUnavailable'], 0);
 	t.true(Number(deployment['spec']['strategy']['rollingUpdate']['maxSurge']) >= 1);
 	t.truthy(container['resources']['limits']['cpu'], 'a CPU limit: graceful-cluster sizes its workers from it');
@@ -236,7 +236,7 @@ function dockerfile(text: string): Array<{instruction: string; value: string}> {
 	});
 }
 
-test('docker: exec-form ENTRYPOINT running graceful-cluster, STOPSIGNAL SIGTERM, not root', t => {
+test('docker: exec-form ENTRYPOINT running graceful-cluster behind tini, STOPSIGNAL SIGTERM, not root', t => {
 	const instructions = dockerfile(read('examples/docker/Dockerfile'));
 	const last = (name: string) => instructions.filter(({instruction}) => instruction === name).at(-1)?.value;
 
@@ -245,7 +245,8 @@ test('docker: exec-form ENTRYPOINT running graceful-cluster, STOPSIGNAL SIGTERM,
 	const argv = JSON.parse(entrypoint!) as unknown;
 	t.true(Array.isArray(argv), 'ENTRYPOINT is a JSON array (exec form), so no shell becomes PID 1');
 	const entry = argv as string[];
-	t.false(['sh', '/bin/sh', 'npm', 'npx'].includes(entry[0]!));
+	t.deepEqual(entry.slice(0, 3), ['/usr/bin/tini', '--', 'node'], 'tini as PID 1: a SIGTERM in Node\'s first milliseconds is not dropped');
+	t.true(instructions.some(({instruction, value}) => instruction === 'RUN' && /apt-get install .*\btini\b/.test(value)), 'tini is installed in the image');
 	t.true(entry.some(arg => arg.endsWith(CLI_IN_NODE_MODULES)), `runs graceful-cluster's bin (${BIN})`);
 	t.true(Array.isArray(JSON.parse(last('CMD')!)), 'CMD is exec form too: it becomes the entrypoint\'s arguments');
 

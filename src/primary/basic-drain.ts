@@ -6,8 +6,12 @@
  * disconnected once it listens (and LISTEN_SETTLE_MS more), within
  * `--listen-timeout` of its start: node:cluster never lets a disconnected
  * worker listen, and an app that sets up its shutdown once listening would
- * never have one. With `--listen-timeout 0` (a queue consumer) it is not
- * waited for; one that takes a server meanwhile drains itself.
+ * never have one. With `--listen-timeout 0` (workers need not listen: a queue
+ * consumer) it is not waited for; one that takes a server meanwhile drains itself.
+ *
+ * A worker that has never listened when the drain comes, with `--listen-timeout 0`,
+ * has nothing to reject: it is disconnected at the signal, and its shutdown
+ * (its held signal listeners, worker/bootstrap.ts) starts then, not 20 s later.
  */
 import type {Clock, TimerGroup} from '../clock.js';
 import type {Logger} from '../logger.js';
@@ -30,6 +34,20 @@ export class BasicDrain {
 	private readonly disconnectOnListen = new Set<WorkerRecord>();
 
 	constructor(private readonly options: BasicDrainOptions) {}
+
+	/** The drain's start: with `--listen-timeout 0`, a worker that never listened serves nothing, and is disconnected now. */
+	disconnectServerless(): void {
+		if ((this.options.listenTimeoutMs ?? 0) > 0) {
+			return;
+		}
+
+		for (const record of this.options.fleet.alive) {
+			if (record.state.name === 'starting' && !isAttached(record.state) && record.handle.isConnected()) {
+				this.options.logger.info({worker: record.id, workerPid: record.pid}, 'a worker that serves nothing (it never listened): its shutdown starts now');
+				this.options.fleet.disconnect(record);
+			}
+		}
+	}
 
 	/** The reject phase is over: every worker with nothing to drain is disconnected, now or once it listens. */
 	disconnectAll(): void {

@@ -102,6 +102,8 @@ export class ClusterDrain {
 			fleet.send(record, this.message());
 		}
 
+		this.basic.disconnectServerless();
+
 		this.timers.timeout(() => {
 			this.rejectEnd ??= {by: 'period', atMs: rejectEndsAt(timeline)};
 			this.basic.disconnectAll();

@@ -27,6 +27,7 @@
  * The exit itself is the CLI's: `run()` resolves with the code.
  */
 import {TimerGroup} from '../clock.js';
+import {formatDuration} from '../duration.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import {ClusterDrain, KILL_WAIT_MS} from './drain.js';
@@ -325,14 +326,22 @@ export class Primary {
 			return;
 		}
 
-		this.logger.fatal({
+		const killedFor = killReason(state);
+		const fields = {
 			worker: record.id,
 			code: state.name === 'gone' ? state.code : undefined,
 			signal: state.name === 'gone' ? state.signal : undefined,
 			failures: this.options.maxStartFailures,
-			killedFor: killReason(state),
+			killedFor,
 			stderr: record.stderr.text,
-		}, 'the app failed to start; giving up. Its last error output is in "stderr"');
+		};
+		if (killedFor === 'listen-timeout') {
+			// Not a crash: its stderr is often empty. A queue consumer never listens.
+			this.logger.fatal({...fields, listenTimeoutMs: this.options.listenTimeoutMs}, `the app never listened within --listen-timeout ${formatDuration(this.options.listenTimeoutMs)}, ${this.options.maxStartFailures} times in a row; giving up. If it serves no HTTP (a queue consumer, a scheduler), run it with --listen-timeout 0`);
+		} else {
+			this.logger.fatal(fields, 'the app failed to start; giving up. Its last error output is in "stderr"');
+		}
+
 		this.stop(ExitCode.START_FAILED);
 	}
 

@@ -1,7 +1,9 @@
 // The end of the app's shutdown as plain Node would end it: the exit code the
 // app sets is never turned into a clean 0, and its 'beforeExit' cleanup runs.
+import net from 'node:net';
 import test from 'ava';
 import {fixture, start, startCluster, type Proc} from '../helpers/cluster.js';
+import {client} from '../helpers/http.js';
 
 const primaryFinished = (app: Proc) => app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished');
 const named = (app: Proc) => app.lines.filter(line => line.msg === 'the app\'s shutdown set a failing exit code (process.exitCode)').map(line => [line['hook'], line['exitCode']]);
@@ -59,4 +61,59 @@ test('a beforeExit cleanup that rejects counts as a failed shutdown, named: exit
 	t.is((await app.exited).code, 7, app.text());
 	t.like(app.lines.find(line => line.msg === 'a shutdown hook failed; running the rest'), {hook: 'beforeExit listener disconnect'});
 	t.like(primaryFinished(app), {outcome: 'hooks-failed', hooksFailed: 1, workersLost: 0, exitCode: 7});
+});
+
+test('a queue consumer (no server) with --listen-timeout 0: its own SIGTERM listener runs at the signal, not after the reject period; the job under way finishes, no job starts after; exit 0', async t => {
+	const app = start(t, ['--workers', '2', '--listen-timeout', '0', '--reject-period', '20s', '--grace-period', '30s', fixture('consumer.mjs')]);
+	await app.waitForLog(line => line.msg === 'fixture job started' && line['job'] === 2);
+	const signalAt = app.kill('SIGTERM');
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	t.true(exit.at - signalAt < 5000, `ended ${exit.at - signalAt} ms after the signal, the reject period is 20 s`);
+	const pids = new Set(app.lines.filter(line => line.msg === 'fixture consumer ready').map(line => line.pid));
+	t.is(pids.size, 2);
+	for (const pid of pids) {
+		const own = app.lines.filter(line => line.pid === pid && String(line.msg).startsWith('fixture'));
+		const stopping = own.findIndex(line => line.msg === 'fixture consumer stopping');
+		t.true(stopping > 0, app.text());
+		const started = own.filter(line => line.msg === 'fixture job started');
+		t.is(own.slice(stopping).filter(line => line.msg === 'fixture job started').length, 0, 'no job after the stop');
+		t.truthy(own.find(line => line.msg === 'fixture job done' && line['job'] === started.at(-1)!['job']), 'the job under way finished');
+		t.truthy(own.find(line => line.msg === 'fixture consumer stopped'));
+	}
+
+	t.is(app.lines.filter(line => line.msg === 'a worker that serves nothing (it never listened): its shutdown starts now').length, 2);
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', workersLost: 0, exitCode: 0});
+});
+
+test('a queue consumer under the defaults fails to start; the last line names --listen-timeout and what to change', async t => {
+	const app = start(t, ['--workers', '1', '--listen-timeout', '1s', '--max-start-failures', '2', '--restart-delay', '10ms', fixture('consumer.mjs')]);
+	const exit = await app.exited;
+	t.is(exit.code, 6, app.text());
+	const last = app.lines.filter(line => line.role === 'primary').at(-1)!;
+	t.like(last, {level: 'fatal', killedFor: 'listen-timeout', listenTimeoutMs: 1000});
+	t.regex(String(last.msg), /never listened within --listen-timeout 1s.*--listen-timeout 0/);
+});
+
+test('a worker that crashes in the reject phase: the 503s it wrote just before are all counted', async t => {
+	const app = await startCluster(t, ['--reject-period', '20s', '--grace-period', '30s'], fixture('crash-in-drain.mjs'), {workers: 1});
+	const upload = net.connect(app.port, '127.0.0.1');
+	t.teardown(() => upload.destroy());
+	upload.write('POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n');
+	await app.waitForLog('fixture request started');
+	app.kill('SIGTERM');
+	await app.waitForLog('rejecting new requests');
+	// Within a few milliseconds, well inside one report interval (250 ms).
+	let seen = 0;
+	for (let index = 0; index < 5; index++) {
+		// eslint-disable-next-line no-await-in-loop
+		const response = await client(`http://127.0.0.1:${app.port}/`);
+		t.is(response.statusCode, 503);
+		seen++;
+	}
+
+	upload.write('x');
+	const exit = await app.exited;
+	t.is(exit.code, 5, app.text());
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {rejected: seen, workersLost: 1, responsesCut: 1});
 });

@@ -1,10 +1,12 @@
 // Signals from every side: straight to a worker, to the whole process group, twice.
 import test, {type ExecutionContext} from 'ava';
-import {readFileSync} from 'node:fs';
+import {mkdtempSync, readFileSync, rmSync, writeFileSync} from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
+import {setTimeout as delay} from 'node:timers/promises';
 import {url} from '../../testkit/net.js';
 import {eventually, isAlive} from '../../testkit/proc.js';
-import {fixture, start, startCluster} from '../helpers/cluster.js';
+import {CLI, fixture, start, startCluster} from '../helpers/cluster.js';
 import {client} from '../helpers/http.js';
 
 test('a worker signalled directly keeps serving and waits for the primary', async t => {
@@ -215,4 +217,31 @@ test('an app that calls process.removeAllListeners() keeps the drain: a group SI
 	t.is((await slow).body, 'done');
 	t.is((await app.exited).code, 0, app.text());
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean'});
+});
+
+test('a person\'s Ctrl-C twice, 250 ms apart, to the whole group: the second forces the exit, code 4', async t => {
+	const app = await startCluster(t, ['--reject-period', '20s', '--grace-period', '60s'], fixture('app.mjs'));
+	app.killGroup('SIGINT');
+	await app.waitForLog(line => line.role === 'primary' && line.msg === 'drain started');
+	// The stimulus is the spacing itself: a fast double press.
+	await delay(250);
+	app.killGroup('SIGINT');
+	t.is((await app.exited).code, 4, app.text());
+	t.truthy(app.lines.find(line => line.msg === 'second signal during the drain; killing the workers now'));
+	t.falsy(app.lines.find(line => line.msg === 'repeated signal right after the first; ignoring it'));
+	t.true(app.lines.filter(line => line.msg === 'worker exited').every(line => line['reason'] === 'second-signal' && line['killedFor'] === 'second-signal'), app.text());
+});
+
+test('one Ctrl-C through `npm start` (bash as the script shell, which forwards to the CLI itself): npm\'s forwarded copy is the same Ctrl-C; one clean drain, exit 0', async t => {
+	const dir = mkdtempSync(path.join(os.tmpdir(), 'gc-npm-'));
+	t.teardown(() => {
+		rmSync(dir, {recursive: true, force: true});
+	});
+	writeFileSync(path.join(dir, 'package.json'), JSON.stringify({name: 'app', private: true, scripts: {start: `node ${CLI} --workers 1 --reject-period 300ms ${fixture('app.mjs')}`}}));
+	const app = start(t, ['--script-shell', 'bash', 'start'], {command: 'npm', cwd: dir});
+	await app.waitForLog('worker listening');
+	app.killGroup('SIGINT');
+	t.is((await app.exited).code, 0, app.text());
+	t.is(app.lines.filter(line => line.role === 'primary' && line.msg === 'drain started').length, 1);
+	t.falsy(app.lines.find(line => line.msg === 'second signal during the drain; killing the workers now'), app.text());
 });

@@ -7,6 +7,7 @@ import {DEFAULT_PRIMARY_OPTIONS} from '../../src/primary/options.js';
 import {clusterStatus} from '../../src/primary/status.js';
 import {exitReason} from '../../src/primary/worker-record.js';
 import {DEFAULT_SETTINGS} from '../../src/settings.js';
+import {DUPLICATE_SIGNAL_MS} from '../../src/timeline.js';
 import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush} from '../helpers/fakes.js';
 
 const TIMELINE = FAKE_TIMELINE;
@@ -66,11 +67,11 @@ test('drain: workers that ignore SIGKILL do not hold the primary: it finishes af
 	t.is(await p.done, ExitCode.DEADLINE);
 });
 
-test('drain: the same signal twice within 500 ms is one drain; a later one kills -> exit 4', async t => {
+test('drain: the same signal twice within DUPLICATE_SIGNAL_MS is one drain; a later one kills -> exit 4', async t => {
 	const p = primary();
 	const [a] = p.serveAll();
 	p.edges.signal('SIGTERM');
-	p.clock.advance(499);
+	p.clock.advance(DUPLICATE_SIGNAL_MS - 1);
 	p.edges.signal('SIGINT');
 	t.truthy(p.line('repeated signal right after the first; ignoring it'));
 	t.deepEqual(a!.signals, []);
