@@ -22,7 +22,7 @@ import type {ProcessEdges} from './edges.js';
 import {LastLines, LineForwarder, type LineSink} from './output.js';
 import {replacementEnv} from '../worker-env.js';
 import {messageHandlers} from './worker-messages.js';
-import {uncovered, type KillReason, type RetireReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
+import {isPlaced, uncovered, type KillReason, type RetireReason, type Role, type StartReason, type WorkerRecord} from './worker-record.js';
 
 export interface FleetOptions {
 	readonly script: string;
@@ -163,9 +163,9 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		}
 	}
 
-	/** A reload's replacement listens: it is one of the N now. */
+	/** A reload's replacement is ready (it listens; one that serves nothing, it runs): it is one of the N now. */
 	promote(record: WorkerRecord): void {
-		if (record.state.name === 'listening') {
+		if (record.state.name === 'listening' || record.state.name === 'starting') {
 			record.state = {...record.state, role: 'member'};
 		}
 	}
@@ -205,6 +205,20 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		}
 
 		return record.state.name === 'listening';
+	}
+
+	/**
+	 * Resolves true once the worker runs: its first heartbeat, a second in, says
+	 * its app has loaded and its event loop turns; false if it is gone first.
+	 * What readiness is for a worker that serves nothing (`--listen-timeout 0`).
+	 */
+	async running(record: WorkerRecord): Promise<boolean> {
+		while (record.health === undefined && isPlaced(record.state)) {
+			// eslint-disable-next-line no-await-in-loop
+			await pEvent(this, ['message', 'gone'], {filter: (other: unknown) => other === record, rejectionEvents: []});
+		}
+
+		return record.health !== undefined && isPlaced(record.state);
 	}
 
 	/**

@@ -6,7 +6,8 @@
  * must be ready before the old one retires, so capacity never drops (pm2#3078,
  * #1875): it listens on every address the old one did and, if the app gave
  * readiness checks, they pass (it warms up taking no connections,
- * worker/warmup.ts), all within `--listen-timeout`. Then the old one stops
+ * worker/warmup.ts), all within `--listen-timeout`; one that replaces a worker
+ * that serves nothing (`--listen-timeout 0`), once it runs. Then the old one stops
  * accepting at once instead of sharing new connections while it drains
  * (pm2#5043). A new worker that is not ready in time is killed and the old one
  * keeps serving. At most one replacement per slot runs at a time.
@@ -79,6 +80,15 @@ export class Replacer {
 	}
 
 	/**
+	 * A member that serves nothing: with `--listen-timeout 0` workers need not
+	 * listen (a queue consumer), and this one has not. Its replacement is ready
+	 * once it runs (fleet.ts `running`).
+	 */
+	servesNothing(record: WorkerRecord): boolean {
+		return this.options.listenTimeoutMs === 0 && record.state.name === 'starting' && record.state.role === 'member';
+	}
+
+	/**
 	 * `by`: the signal that asked for it (a reload's SIGHUP or SIGUSR2), told to
 	 * the retiring worker: the app's own listeners for it run as it leaves.
 	 */
@@ -92,8 +102,9 @@ export class Replacer {
 		try {
 			const place = placeOf(record.state);
 			const addresses = place.name === 'listening' ? place.addresses : [];
+			const servesNothing = this.servesNothing(record);
 			const candidate = fleet.fork(record.slot, 'candidate', reason);
-			const ready = await this.ready(candidate, addresses, signal);
+			const ready = await this.ready(candidate, addresses, signal, servesNothing);
 			if (signal?.aborted || this.options.shutdown.aborted) {
 				return {kind: 'abandoned'};
 			}
@@ -135,7 +146,7 @@ export class Replacer {
 	 * timeout, after which it is retired. Still starting then, the supervisor's
 	 * own listen timeout kills it.
 	 */
-	private async ready(candidate: WorkerRecord, addresses: readonly string[], signal: AbortSignal | undefined): Promise<true | false | {readonly failingChecks: readonly string[]}> {
+	private async ready(candidate: WorkerRecord, addresses: readonly string[], signal: AbortSignal | undefined, servesNothing: boolean): Promise<true | false | {readonly failingChecks: readonly string[]}> {
 		const {fleet, logger, listenTimeoutMs, timers, shutdown} = this.options;
 		const {clock} = timers;
 		// A warming candidate refuses connections; should nothing else serve any
@@ -172,7 +183,7 @@ export class Replacer {
 				return false;
 			}
 
-			const ready = Promise.race([fleet.ready(candidate, addresses), aborted]);
+			const ready = Promise.race([servesNothing ? fleet.running(candidate) : fleet.ready(candidate, addresses), aborted]);
 			if (listenTimeoutMs === 0) {
 				return await ready;
 			}
@@ -250,8 +261,9 @@ export async function reload({fleet, replacer, logger, timers, signal, by}: Relo
 	const kept = (): number => old.filter(record => isServingMember(record)).length;
 	for (const record of old) {
 		// A member still starting is replaced once it listens; one that never does is the supervisor's to restart.
+		// One that serves nothing (`--listen-timeout 0`) is replaced as it is.
 		// eslint-disable-next-line no-await-in-loop
-		if (record.state.name === 'starting' && !(await fleet.started(record))) {
+		if (record.state.name === 'starting' && !replacer.servesNothing(record) && !(await fleet.started(record))) {
 			continue;
 		}
 
@@ -259,7 +271,7 @@ export async function reload({fleet, replacer, logger, timers, signal, by}: Relo
 			break;
 		}
 
-		if (!isServingMember(record)) {
+		if (!isServingMember(record) && !replacer.servesNothing(record)) {
 			// Crashed meanwhile: its own restart fills the slot, with what the link points at now.
 			continue;
 		}

@@ -117,3 +117,22 @@ test('a worker that crashes in the reject phase: the 503s it wrote just before a
 	t.is(exit.code, 5, app.text());
 	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {rejected: seen, workersLost: 1, responsesCut: 1});
 });
+
+test('a queue consumer with --listen-timeout 0 reloads: each new worker is ready once it runs, then the old one runs its own SIGTERM listener and leaves', async t => {
+	const app = start(t, ['--workers', '2', '--listen-timeout', '0', '--reject-period', '20s', fixture('consumer.mjs')], {env: {FIXTURE_JOB_MS: '300'}});
+	await app.waitForLog('fixture consumer ready', {count: 2});
+	const old = app.lines.filter(line => line.msg === 'fixture consumer ready').map(line => line.pid);
+	app.kill('SIGHUP');
+	t.like(await app.waitForLog('reload finished'), {replaced: 2});
+	for (const pid of old) {
+		// eslint-disable-next-line no-await-in-loop
+		await app.waitForLog(line => line.pid === pid && line.msg === 'fixture consumer stopped');
+	}
+
+	const exits = await app.waitForLog(line => line.msg === 'worker exited', {count: 2}).then(() => app.lines.filter(line => line.msg === 'worker exited'));
+	t.deepEqual(exits.map(line => [line['workerPid'], line['code'], line['reason']]).sort(), old.map(pid => [pid, 0, 'reload']).sort());
+	const fresh = await app.waitForLog(line => line.msg === 'fixture job started' && !old.includes(line.pid));
+	t.truthy(fresh);
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+});
