@@ -14,6 +14,14 @@ export interface PeerArrivals {
 	readonly count: number;
 	/** Milliseconds from the signal to its last one; null: none since. */
 	readonly lastMs: number | null;
+	/**
+	 * Its longest silence between two requests in the 60 s before the signal, an
+	 * upper bound from per-second counts (a batch job's lulls); absent when it
+	 * never missed a second, and from an older helper.
+	 */
+	readonly longestGapMs?: number;
+	/** Its rate over its last requests since the signal (up to 5 s of them); absent with fewer than four. */
+	readonly recentPerSecond?: number;
 }
 
 /** A worker's arrival telemetry since the signal; times in milliseconds from the moment it read the drain. */
@@ -36,14 +44,16 @@ export const MAX_ARRIVAL_PEERS = 257;
 
 const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 const isTimeOrNull = (value: unknown): boolean => value === null || isCount(value);
+const isRate = (value: unknown): value is number => typeof value === 'number' && Number.isFinite(value) && value >= 0;
 
 function isPeerArrivals(value: unknown): value is PeerArrivals {
 	if (typeof value !== 'object' || value === null) {
 		return false;
 	}
 
-	const {peer, ratePerSecond, count, lastMs} = value as Record<string, unknown>;
-	return typeof peer === 'string' && peer.length <= 256 && typeof ratePerSecond === 'number' && Number.isFinite(ratePerSecond) && ratePerSecond >= 0 && isCount(count) && isTimeOrNull(lastMs);
+	const {peer, ratePerSecond, count, lastMs, longestGapMs, recentPerSecond} = value as Record<string, unknown>;
+	return typeof peer === 'string' && peer.length <= 256 && isRate(ratePerSecond) && isCount(count) && isTimeOrNull(lastMs)
+		&& (longestGapMs === undefined || isCount(longestGapMs)) && (recentPerSecond === undefined || isRate(recentPerSecond));
 }
 
 export function isArrivalsReport(value: unknown): value is ArrivalsReport {

@@ -141,6 +141,8 @@ export interface InflightMessage extends Omit<Counts, 'aborted'>, Aborted, LongL
 	readonly atSignal?: boolean;
 	/** With `atSignal`: its hooks that had failed by then (a `hook-failed` may still be on its way). */
 	readonly hooksFailed?: number;
+	/** The answer to a `report-now` with this id. Absent otherwise. */
+	readonly reportId?: number;
 }
 
 /**
@@ -261,13 +263,23 @@ export interface EndRejectMessage {
 	readonly type: 'end-reject';
 }
 
-export type ToWorker = LeaveMessage | MetricsRequestMessage | ServeNowMessage | EndRejectMessage;
+/**
+ * Primary -> worker, with `--adaptive-reject on`: the rule would end the reject
+ * phase; the worker answers at once with an `inflight` carrying `reportId`,
+ * so that the end is decided on figures complete up to now, not a report old.
+ */
+export interface ReportNowMessage {
+	readonly type: 'report-now';
+	readonly id: number;
+}
+
+export type ToWorker = LeaveMessage | MetricsRequestMessage | ServeNowMessage | EndRejectMessage | ReportNowMessage;
 export type {ArrivalsReport} from './arrivals-report.js';
 export type ToPrimary = AttachedMessage | NotReadyMessage | ReadyMessage | NoticeMessage | CoversMessage | ListeningApartMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
 
 /** Every message type, by direction: a type left out of these is a compile error. */
-const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true, 'serve-now': true, 'end-reject': true};
+const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true, 'serve-now': true, 'end-reject': true, 'report-now': true};
 const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, 'not-ready': true, ready: true, notice: true, covers: true, 'listening-apart': true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
 /** What a worker accepts from the primary, and the primary from a worker (`parseMessage`'s `accept`). */
 export const TO_WORKER = Object.keys(TO_WORKER_TYPES) as ReadonlyArray<ToWorker['type']>;
@@ -311,13 +323,14 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	notice: {code: 'notice'},
 	covers: {address: 'text', drained: 'flag?'},
 	'listening-apart': {address: 'text'},
-	inflight: {inflight: 'count', served: 'count', aborted: 'count?', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?', atSignal: 'flag?', hooksFailed: 'count?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown; atSignal?: unknown; hooksFailed?: unknown}), FieldKind>,
+	inflight: {inflight: 'count', served: 'count', aborted: 'count?', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?', atSignal: 'flag?', hooksFailed: 'count?', reportId: 'count?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown; atSignal?: unknown; hooksFailed?: unknown; reportId?: unknown}), FieldKind>,
 	hooks: {served: 'count', aborted: 'count?', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?'},
 	'hook-failed': {hook: 'text'},
 	drained: {served: 'count', aborted: 'count?', rejected: 'count', durationMs: 'count', closedLongLived: 'count', longLivedCut: 'count?', hooksFailed: 'count?', arrivals: 'arrivals?'},
 	'metrics-request': {id: 'count'},
 	'serve-now': {},
 	'end-reject': {},
+	'report-now': {id: 'count'},
 	metrics: {id: 'count', metrics: 'metrics'},
 	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count'},
 };

@@ -36,8 +36,16 @@ export const ADAPTIVE_FLOOR_MS = 2000;
 export const QUIET_ALL_MS = 1000;
 /** The shortest quiet window of a peer. */
 export const MIN_QUIET_MS = 1000;
-/** ln(1000): a steady peer is silent this many mean gaps once in a thousand times. */
-export const QUIET_GAPS = Math.log(1000);
+/**
+ * ln(100 000): a steady peer is silent this many mean gaps once in 100 000
+ * gaps. A peer sends hundreds of gaps during a reject phase: at ln(1000) a
+ * slow one ended it early in about one termination of 25 (issue 41's trial).
+ */
+export const QUIET_GAPS = Math.log(100_000);
+/** A peer whose rate since the signal is this many times lower than before tapers (one address before many senders). */
+export const TAPER_RATIO = 2;
+/** A peer's window covers its longest lull before the signal times this. */
+export const GAP_MARGIN = 1.5;
 /** How old a worker's figures may be (its reports come at most four times a second, plus the IPC's delay). */
 export const REPORT_LAG_MS = 500;
 /** A worker that has not reported for this long may be hiding arrivals. */
@@ -52,6 +60,10 @@ export interface PeerFigures {
 	readonly count: number;
 	/** Milliseconds from the signal to its last one; null: none since. */
 	readonly lastMs: number | null;
+	/** Its longest silence before the signal, where one was seen (the shortest of the workers': each bounds it). */
+	readonly longestGapMs?: number;
+	/** Its rate over its last arrivals since the signal, summed over the workers; absent where too few. */
+	readonly recentPerSecond?: number;
 }
 
 /** The cluster's figures: what `drain finished` and /status show. */
@@ -63,12 +75,14 @@ export interface ArrivalFigures {
 	readonly peers: PeerFigures[];
 }
 
+type MutablePeer = {-readonly [K in keyof PeerFigures]: PeerFigures[K]};
+
 /** Sums the workers' reports (undefined: a worker that has not reported arrivals). */
 export function mergeArrivals(reports: Iterable<ArrivalsReport | undefined>): ArrivalFigures {
 	let total = 0;
 	const bySecond: number[] = [];
 	let last: {ms: number; from: string | null} | undefined;
-	const peers = new Map<string, {ratePerSecond: number; count: number; lastMs: number | null}>();
+	const peers = new Map<string, MutablePeer>();
 	for (const report of reports) {
 		if (report === undefined) {
 			continue;
@@ -83,13 +97,20 @@ export function mergeArrivals(reports: Iterable<ArrivalsReport | undefined>): Ar
 			last = {ms: report.lastMs, from: report.lastFrom};
 		}
 
-		for (const {peer, ratePerSecond, count, lastMs} of report.peers) {
-			const known = peers.get(peer) ?? {ratePerSecond: 0, count: 0, lastMs: null};
-			peers.set(peer, {
-				ratePerSecond: known.ratePerSecond + ratePerSecond,
-				count: known.count + count,
-				lastMs: lastMs === null ? known.lastMs : Math.max(lastMs, known.lastMs ?? 0),
-			});
+		for (const {peer, ratePerSecond, count, lastMs, longestGapMs, recentPerSecond} of report.peers) {
+			const known = peers.get(peer) ?? {peer, ratePerSecond: 0, count: 0, lastMs: null};
+			known.ratePerSecond += ratePerSecond;
+			known.count += count;
+			known.lastMs = lastMs === null ? known.lastMs : Math.max(lastMs, known.lastMs ?? 0);
+			if (longestGapMs !== undefined) {
+				known.longestGapMs = Math.min(longestGapMs, known.longestGapMs ?? Number.POSITIVE_INFINITY);
+			}
+
+			if (recentPerSecond !== undefined) {
+				known.recentPerSecond = (known.recentPerSecond ?? 0) + recentPerSecond;
+			}
+
+			peers.set(peer, known);
 		}
 	}
 
@@ -102,13 +123,28 @@ export function mergeArrivals(reports: Iterable<ArrivalsReport | undefined>): Ar
 		bySecond,
 		lastMs: last?.ms ?? null,
 		lastFrom: last?.from ?? null,
-		peers: [...peers].map(([peer, figures]) => ({peer, ...figures})).sort((a, b) => b.ratePerSecond - a.ratePerSecond),
+		peers: [...peers.values()].sort((a, b) => b.ratePerSecond - a.ratePerSecond),
 	};
 }
 
-/** A peer's quiet window: ln(1000) / λ, at least MIN_QUIET_MS; λ = 0 has none (it sent nothing). */
+/** A peer's quiet window for a steady rate: QUIET_GAPS / λ, at least MIN_QUIET_MS; λ = 0 has none (it sent nothing). */
 export function quietWindowMs(ratePerSecond: number): number {
 	return ratePerSecond <= 0 ? 0 : Math.max(MIN_QUIET_MS, (QUIET_GAPS / ratePerSecond) * 1000);
+}
+
+/**
+ * A peer's quiet window (see the header): the steady rule's, on its rate since
+ * the signal where that is lower than before it, widened by the fall itself
+ * when it tapers; and never shorter than its own longest lull before the
+ * signal, with a margin.
+ */
+export function peerQuietMs({ratePerSecond, count, longestGapMs, recentPerSecond}: PeerFigures, sinceSignalMs: number): number {
+	// A peer new since the signal: its rate since then.
+	const before = ratePerSecond > 0 ? ratePerSecond : count / Math.max(1, sinceSignalMs / 1000);
+	const now = recentPerSecond === undefined ? before : Math.min(before, recentPerSecond);
+	const fall = ratePerSecond > 0 && recentPerSecond !== undefined ? ratePerSecond / Math.max(recentPerSecond, Number.MIN_VALUE) : 1;
+	const steady = quietWindowMs(now) * (fall >= TAPER_RATIO ? fall : 1);
+	return Math.round(Math.max(steady, (longestGapMs ?? 0) * GAP_MARGIN));
 }
 
 export interface AdaptiveInput {
@@ -125,6 +161,11 @@ export interface AdaptiveInput {
 	 * loop that blocked since may hold some unread. Undefined: no worker.
 	 */
 	readonly heardUntilMs?: number | undefined;
+	/**
+	 * The figures are every worker's answer to a request sent at this moment
+	 * (ms since the signal): complete up to it, with no report lag.
+	 */
+	readonly freshUntilMs?: number | undefined;
 }
 
 /** A peer the rule waits for: how long it must stay silent, how long it has been. */
@@ -138,16 +179,12 @@ export type AdaptiveDecision =
 	| {readonly end: true; readonly peers: QuietPeer[]}
 	| {readonly end: false; readonly why: 'floor' | 'recent-arrival' | 'stale-report' | 'too-many-peers' | 'peer'; readonly peers: QuietPeer[]};
 
-export function decide({figures, nowMs, rejectStartMs, staleWorkers, heardUntilMs}: AdaptiveInput): AdaptiveDecision {
+export function decide({figures, nowMs, rejectStartMs, staleWorkers, heardUntilMs, freshUntilMs}: AdaptiveInput): AdaptiveDecision {
 	// Figures are up to REPORT_LAG_MS old, and a worker is only known to have
 	// read its sockets up to its last heartbeat: what they show as silent is
-	// silent up to the earlier of the two only.
-	const knownUntil = Math.min(nowMs - REPORT_LAG_MS, heardUntilMs ?? Number.POSITIVE_INFINITY);
-	const peers: QuietPeer[] = figures.peers.map(({peer, ratePerSecond, count, lastMs}) => {
-		// A peer new since the signal: its rate since then.
-		const rate = ratePerSecond > 0 ? ratePerSecond : count / Math.max(1, nowMs / 1000);
-		return {peer, quietMs: Math.round(quietWindowMs(rate)), silentMs: Math.max(0, Math.round(knownUntil - (lastMs ?? 0)))};
-	});
+	// silent up to the earlier of the two only. Fresh ones, up to their request.
+	const knownUntil = freshUntilMs ?? Math.min(nowMs - REPORT_LAG_MS, heardUntilMs ?? Number.POSITIVE_INFINITY);
+	const peers: QuietPeer[] = figures.peers.map(peer => ({peer: peer.peer, quietMs: peerQuietMs(peer, nowMs), silentMs: Math.max(0, Math.round(knownUntil - (peer.lastMs ?? 0)))}));
 	if (nowMs - rejectStartMs < ADAPTIVE_FLOOR_MS) {
 		return {end: false, why: 'floor', peers};
 	}
@@ -199,8 +236,20 @@ export interface ArrivalSummaryInput {
 export function arrivalSummary({figures, end, timeline, reported, uncounted, logger}: ArrivalSummaryInput): Record<string, unknown> {
 	let advice: string;
 	if (!reported) {
-		advice = 'no arrival figures: no worker reported any (a worker with no server to drain counts nothing)';
-	} else if (figures.lastMs === null) {
+		// Unknown, not none: a worker with no server to drain counts nothing.
+		return {
+			lastArrivalMs: null,
+			lastArrivalFrom: null,
+			arrivals: null,
+			arrivalsBySecond: null,
+			rejectEnd: end.by,
+			rejectEndedMs: end.atMs,
+			...(uncounted > 0 ? {arrivalsUncounted: uncounted} : {}),
+			advice: 'no arrival figures: no worker reported any (a worker with no server to drain counts nothing)',
+		};
+	}
+
+	if (figures.lastMs === null) {
 		advice = 'no app request arrived after the signal: the load balancer had stopped already (a preStop hook, or readiness)';
 	} else if (figures.lastMs > end.atMs) {
 		// Only a connection still open can bring one then (a keep-alive client,
@@ -210,8 +259,12 @@ export function arrivalSummary({figures, end, timeline, reported, uncounted, log
 	} else if (end.by === 'period' && figures.lastMs >= end.atMs - 1000) {
 		advice = 'raise --reject-period: app requests still arrived in its last second';
 		logger.warn({lastArrivalMs: figures.lastMs, lastArrivalFrom: figures.lastFrom, rejectPeriodMs: timeline.rejectPeriodMs}, 'app requests still arrived in the last second of the reject period: the load balancer needed longer; raise --reject-period');
+	} else if (end.by === 'adaptive') {
+		// Once the workers stopped listening, a request is refused before anything
+		// can count it: the last one seen is not when the load balancer stopped.
+		advice = `the reject phase ended early (adaptive) ${((end.atMs - figures.lastMs) / 1000).toFixed(1)} s after the last app request seen, ${(figures.lastMs / 1000).toFixed(1)} s after the signal; requests after the end, if any, were refused unseen, so when the load balancer stopped is not known: to size --reject-period, measure a drain with --adaptive-reject off`;
 	} else {
-		advice = `the load balancer stopped sending ${(figures.lastMs / 1000).toFixed(1)} s after the signal; the reject phase ended ${((end.atMs - figures.lastMs) / 1000).toFixed(1)} s after that${end.by === 'adaptive' ? ' (adaptive)' : ''}`;
+		advice = `the load balancer stopped sending ${(figures.lastMs / 1000).toFixed(1)} s after the signal; the reject phase ended ${((end.atMs - figures.lastMs) / 1000).toFixed(1)} s after that`;
 	}
 
 	return {

@@ -56,6 +56,8 @@ const counted = (record: WorkerRecord): boolean => record.covered.size > 0;
 
 /** How often the adaptive rule looks during the reject phase. */
 const ADAPTIVE_CHECK_MS = 250;
+/** Workers that have not answered a `report-now` by then: the rule looks again later. */
+const CONFIRM_WAIT_MS = 500;
 
 export type {RejectEnd} from './arrivals.js';
 export type {ForcedBy} from './outcome.js';
@@ -71,6 +73,9 @@ export class ClusterDrain {
 	private readonly timers: TimerGroup;
 	/** Set once the reject phase is over; undefined while it runs. */
 	private rejectEnd: RejectEnd | undefined;
+	/** The adaptive rule's last look: every worker was asked for its figures as of `atMs` (`report-now`). */
+	private confirming: {readonly id: number; readonly atMs: number} | undefined;
+	private reportRequests = 0;
 	/** Workers with nothing to drain get the basic drain (basic-drain.ts). */
 	private readonly basic: BasicDrain;
 
@@ -133,9 +138,24 @@ export class ClusterDrain {
 		this.stranded++;
 	}
 
-	/** How the reject phase ended; undefined while it runs. */
+	/** How the reject phase ended early; undefined while it runs, or when it ends with its period. */
 	get rejectEnded(): RejectEnd | undefined {
 		return this.rejectEnd;
+	}
+
+	/** When the reject phase ends, in ms after the signal: an adaptive end once it came, else the period's. */
+	get rejectEndMs(): number {
+		return this.rejectEnd?.atMs ?? rejectEndsAt(this.options.timeline);
+	}
+
+	/** Where the drain stands on its timeline now: what /status and the metrics show. */
+	get timelinePhase(): 'serve' | 'reject' | 'closing' {
+		const elapsed = this.options.clock.now() - this.startedAt;
+		if (elapsed < this.options.timeline.servePeriodMs) {
+			return 'serve';
+		}
+
+		return elapsed < this.rejectEndMs ? 'reject' : 'closing';
 	}
 
 	/** The drain message as it stands now: phases already (partly) over are shortened. */
@@ -208,15 +228,45 @@ export class ClusterDrain {
 		}
 
 		const watched = fleet.alive.filter(record => record.state.name === 'starting' || record.state.name === 'listening');
-		const heard = watched.map(record => (record.health?.at ?? this.startedAt) - this.startedAt);
+		// The figures as every worker gave them when asked, if they all have.
+		let freshUntilMs: number | undefined;
+		const {confirming} = this;
+		if (confirming) {
+			if (!watched.every(record => (record.reportedNow ?? 0) >= confirming.id)) {
+				if (nowMs - confirming.atMs >= CONFIRM_WAIT_MS) {
+					this.confirming = undefined;
+				}
+
+				return;
+			}
+
+			this.confirming = undefined;
+			freshUntilMs = confirming.atMs;
+		}
+
+		// Without fresh figures, a screen: would the phase end if the reports were
+		// complete up to now? They lag a quarter second, and a worker's heartbeat
+		// up to a second: an arrival since may not be in them.
 		const decision = decide({
 			figures: this.arrivals,
 			nowMs,
 			rejectStartMs: timeline.servePeriodMs,
 			staleWorkers: watched.filter(record => this.isStale(record)).length,
-			heardUntilMs: heard.length === 0 ? undefined : Math.min(...heard),
+			freshUntilMs: freshUntilMs ?? nowMs,
 		});
 		if (!decision.end) {
+			return;
+		}
+
+		// Then every worker is asked for its figures as of now, and the phase ends
+		// only if they say so too.
+		if (freshUntilMs === undefined) {
+			const id = ++this.reportRequests;
+			this.confirming = {id, atMs: nowMs};
+			for (const record of watched) {
+				fleet.send(record, {type: 'report-now', id});
+			}
+
 			return;
 		}
 
@@ -271,6 +321,10 @@ export class ClusterDrain {
 
 		if (message.type === 'inflight') {
 			this.counts.onReport(record, message as InflightMessage);
+			// An answer to the adaptive rule's last look: look again at once.
+			if (this.confirming !== undefined && (message as InflightMessage).reportId === this.confirming.id) {
+				this.checkAdaptive();
+			}
 		}
 	};
 

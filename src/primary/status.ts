@@ -4,7 +4,6 @@
  * primary's view (`ClusterView`, which index.ts hands out): no prom-client, no I/O.
  */
 import type {Clock} from '../clock.js';
-import {rejectEndsAt} from '../timeline.js';
 import type {ClusterDrain} from './drain.js';
 import type {Fleet} from './fleet.js';
 import type {PrimaryOptions} from './options.js';
@@ -63,12 +62,7 @@ export function drainPhase(view: ClusterView): DrainPhase {
 		return 'stopping';
 	}
 
-	const elapsed = view.clock.now() - drain.startedAt;
-	if (elapsed < drain.timeline.servePeriodMs) {
-		return 'serve';
-	}
-
-	return elapsed < rejectEndsAt(drain.timeline) ? 'reject' : 'closing';
+	return drain.timelinePhase;
 }
 
 /** Requests the worker is handling: its drain report when it sends them, else its last heartbeat. */
@@ -186,7 +180,7 @@ export function clusterStatus(view: ClusterView, restartsOf: (slot: number) => n
 				startedAt: wall(drain.startedAt),
 				elapsedMs: Math.round(now - drain.startedAt),
 				serveUntil: wall(drain.startedAt + drain.timeline.servePeriodMs),
-				rejectUntil: wall(drain.startedAt + rejectEndsAt(drain.timeline)),
+				rejectUntil: wall(drain.startedAt + drain.rejectEndMs),
 				deadline: wall(drain.startedAt + drain.timeline.gracePeriodMs),
 				forcedBy: drain.forcedBy ?? null,
 				durationMs: drain.durationMs ?? null,

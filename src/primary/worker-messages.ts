@@ -64,6 +64,9 @@ function laterCounts(message: Aborted & LongLivedEnds, last: InflightReport | un
 		},
 		inflight(record, message) {
 			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected, upgrades: message.upgrades, streams: message.streams, ...laterCounts(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
+			if (message.reportId !== undefined) {
+				record.reportedNow = message.reportId;
+			}
 		},
 		hooks(record, message) {
 			const {state} = record;

@@ -113,6 +113,8 @@ export interface WorkerRecord {
 	state: WorkerState;
 	/** Its last in-flight report (during a drain or a retire). */
 	report: InflightReport | undefined;
+	/** The id of the last `report-now` it answered (primary/drain.ts, the adaptive rule). */
+	reportedNow?: number;
 	/** Its last heartbeat; undefined until the first. */
 	health: WorkerHealth | undefined;
 	/** What its drained servers listen on (ports, socket paths), as it reported them. */

@@ -6,18 +6,19 @@
  *
  * - While serving, each peer's request count (a peer: the address a
  *   connection comes from, a load balancer's node), so that the primary knows
- *   each one's rate over the 60 s before the signal. The hot path pays one
- *   counter per request: the connection keeps its peer's counter (found once,
- *   on its first request), and a timer takes a snapshot of the totals every
- *   10 s. Only where something reads the rates (`perPeer`): the adaptive
+ *   each one's rate over the 60 s before the signal, and its longest silence
+ *   then (a batch job's lulls). The hot path pays one counter per request: the
+ *   connection keeps its peer's counter (found once, on its first request),
+ *   and a timer takes a snapshot of the totals every second. Only where something reads the rates (`perPeer`): the adaptive
  *   reject period, and /status with --metrics (worker-env.ts). Finding a
  *   connection's peer is a getpeername(2), about 8 % of the CPU a request on a
  *   new connection costs (bench/hot-path.js); without a reader, the
  *   connections share one counter and no address is looked up.
  * - From the signal on, every app request that arrives (served, rejected or
  *   dropped alike: what the load balancer sent, not what we answered), by
- *   second and by peer, with the last one's time and peer. The filters only
- *   get here behind their non-serving branch.
+ *   second and by peer, with the last one's time and peer, and each peer's
+ *   last few arrival times (its rate as it tapers). The filters only get here
+ *   behind their non-serving branch.
  *
  * Probes are not app requests: the readiness and liveness paths never get
  * here (the filters answer them first), and neither do requests whose
@@ -30,8 +31,14 @@ import {OTHER_PEERS, type ArrivalsReport, type PeerArrivals} from '../arrivals-r
 
 /** How far back the rate before the signal looks. */
 export const RATE_WINDOW_MS = 60_000;
-/** How often the totals are kept for that window. */
-const SNAPSHOT_EVERY_MS = 10_000;
+/** How often the totals are kept for that window: per second, so that a peer's lulls show. */
+const SNAPSHOT_EVERY_MS = 1000;
+/** A peer's rate since the signal is taken over its arrivals in this long before its last one, */
+const RECENT_SPAN_MS = 5000;
+/** and at most this many of them. */
+const RECENT_KEPT = 64;
+/** Fewer than this many recent arrivals say nothing of a rate. */
+const RECENT_MIN = 4;
 /**
  * Peers counted one by one; the rest share one counter. Behind a load
  * balancer there are a handful; a pod reached directly by many clients
@@ -81,11 +88,53 @@ interface AfterSignal {
 	readonly startedAt: number;
 	/** Each peer's rate before the signal, per second. */
 	readonly rates: ReadonlyMap<string, number>;
+	/** Each peer's longest silence before the signal, where it missed a second at least. */
+	readonly gaps: ReadonlyMap<string, number>;
 	readonly bySecond: number[];
 	last: {readonly at: number; readonly from: string} | undefined;
-	/** Each peer's arrivals since the signal, and the last one's time. */
-	readonly peers: Map<string, {count: number; lastAt: number}>;
+	/** Each peer's arrivals since the signal, and the times of its last RECENT_KEPT (a ring). */
+	readonly peers: Map<string, {count: number; lastAt: number; readonly recent: number[]}>;
 	total: number;
+}
+
+/** A peer's rate over its arrivals in the RECENT_SPAN_MS before its last one (`recent`: a ring of times): undefined with too few. */
+function recentRate(recent: readonly number[], lastAt: number): number | undefined {
+	const times = recent.filter(at => lastAt - at <= RECENT_SPAN_MS);
+	if (times.length < RECENT_MIN) {
+		return undefined;
+	}
+
+	const span = lastAt - Math.min(...times);
+	return span <= 0 ? undefined : (times.length - 1) / (span / 1000);
+}
+
+/**
+ * Each peer's longest silence over `snapshots` (a second apart): a run of r
+ * seconds in which it sent nothing, between two in which it did, is a
+ * silence of at most r + 2 s. Only runs between requests: the seconds before
+ * a peer's first one are not a lull of its own.
+ */
+function longestGaps(snapshots: readonly Snapshot[]): Map<string, number> {
+	const gaps = new Map<string, number>();
+	const runs = new Map<string, number>();
+	for (let index = 1; index < snapshots.length; index++) {
+		const before = snapshots[index - 1]!.counts;
+		for (const [peer, total] of snapshots[index]!.counts) {
+			const sent = total - (before.get(peer) ?? 0) > 0;
+			const run = runs.get(peer);
+			if (sent) {
+				if (run !== undefined && run > 0) {
+					gaps.set(peer, Math.max(gaps.get(peer) ?? 0, (run + 2) * 1000));
+				}
+
+				runs.set(peer, 0);
+			} else if (run !== undefined) {
+				runs.set(peer, run + 1);
+			}
+		}
+	}
+
+	return gaps;
 }
 
 /**
@@ -173,10 +222,11 @@ export class Arrivals {
 		const key = this.counters.has(from) || after.peers.has(from) || after.peers.size < MAX_PEERS ? from : OTHER_PEERS;
 		const peer = after.peers.get(key);
 		if (peer) {
+			peer.recent[peer.count % RECENT_KEPT] = at;
 			peer.count++;
 			peer.lastAt = at;
 		} else {
-			after.peers.set(key, {count: 1, lastAt: at});
+			after.peers.set(key, {count: 1, lastAt: at, recent: [at]});
 		}
 
 		this.version++;
@@ -194,19 +244,23 @@ export class Arrivals {
 
 		const now = signalAt;
 		this.clock.clear(this.timer);
-		const current = this.totals();
-		// The oldest snapshot still inside the window; the process's start if younger.
-		const base = this.snapshots.find(snapshot => now - snapshot.at <= RATE_WINDOW_MS + SNAPSHOT_EVERY_MS / 2) ?? {at: this.startedAt ?? now, counts: new Map()};
+		const current = {at: now, counts: this.totals()};
+		// The window's snapshots; in a process younger than the window, from its
+		// first request on, when every count was 0.
+		const start: Snapshot = {at: this.startedAt ?? now, counts: new Map()};
+		const kept = this.snapshots.filter(snapshot => now - snapshot.at <= RATE_WINDOW_MS + SNAPSHOT_EVERY_MS / 2);
+		const window = [...(this.startedAt !== undefined && now - this.startedAt <= RATE_WINDOW_MS + SNAPSHOT_EVERY_MS / 2 ? [start] : []), ...kept, current];
+		const base = window[0]!;
 		const seconds = Math.max(1, (now - base.at) / 1000);
 		const rates = new Map<string, number>();
-		for (const [peer, total] of current) {
+		for (const [peer, total] of current.counts) {
 			const count = total - (base.counts.get(peer) ?? 0);
 			if (count > 0) {
 				rates.set(peer, count / seconds);
 			}
 		}
 
-		this.after = {startedAt: now, rates, bySecond: [], last: undefined, peers: new Map(), total: 0};
+		this.after = {startedAt: now, rates, gaps: longestGaps(window), bySecond: [], last: undefined, peers: new Map(), total: 0};
 		this.version++;
 	}
 
@@ -226,11 +280,15 @@ export class Arrivals {
 		const names = new Set([...after.rates.keys(), ...after.peers.keys()]);
 		for (const name of names) {
 			const since = after.peers.get(name);
+			const gap = after.gaps.get(name);
+			const recent = since === undefined ? undefined : recentRate(since.recent, since.lastAt);
 			peers.push({
 				peer: name,
 				ratePerSecond: Math.round((after.rates.get(name) ?? 0) * 1000) / 1000,
 				count: since?.count ?? 0,
 				lastMs: since === undefined ? null : Math.round(since.lastAt - after.startedAt),
+				...(gap === undefined ? {} : {longestGapMs: gap}),
+				...(recent === undefined ? {} : {recentPerSecond: Math.round(recent * 1000) / 1000}),
 			});
 		}
 

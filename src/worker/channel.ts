@@ -39,6 +39,8 @@ export interface WorkerChannel {
 	serveNow?: (() => void) | undefined;
 	/** Set by the drain: the primary's `end-reject` (adaptive reject period). Optional, as `serveNow`. */
 	endReject?: (() => void) | undefined;
+	/** Set by the drain: the primary's `report-now` (the adaptive rule's last look). */
+	reportNow?: ((id: number) => void) | undefined;
 	/** Set by the drain: a drain message after the retire this worker acts on (a shutdown during a reload). Optional, as `serveNow`. */
 	drainWhileRetiring?: ((drain: ReceivedDrain) => void) | undefined;
 	/**
@@ -113,6 +115,8 @@ export function openChannel(workerId: number, handlers: ChannelHandlers): Worker
 			channel.serveNow?.();
 		} else if (message.type === 'end-reject') {
 			channel.endReject?.();
+		} else if (message.type === 'report-now') {
+			channel.reportNow?.(message.id);
 		} else if (channel.drain === undefined) {
 			const drain = {message, receivedAt: performance.now()};
 			channel.drain = drain;

@@ -127,6 +127,12 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 	channel.endReject = () => {
 		drain.endReject();
 	};
+	channel.reportNow = id => {
+		const counts = drain.counts;
+		const {closedLongLived, longLivedCut} = drain.summary();
+		const arrivals = drain.arrivals.report();
+		channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {}), reportId: id});
+	};
 	channel.drainWhileRetiring = ({message, receivedAt}) => {
 		if (message.type === 'drain') {
 			drain.drainWhileRetiring(remaining(message, performance.now() - receivedAt), message.signalAt);

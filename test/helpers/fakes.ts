@@ -100,9 +100,20 @@ export class FakeWorker extends EventEmitter implements WorkerHandle {
 	}
 
 	send(message: unknown, callback: (error: Error | null) => void): void {
-		this.received.push((message as {gracefulCluster: Record<string, unknown>}).gracefulCluster);
+		const unwrapped = (message as {gracefulCluster: Record<string, unknown>}).gracefulCluster;
+		this.received.push(unwrapped);
 		callback(null);
+		// The adaptive rule's last look: a drained worker answers with its figures as they stand.
+		const answer = typeof this.answersReportNow === 'object' ? this.answersReportNow : this.answersReportNow ? this.lastReport : undefined;
+		if (unwrapped['type'] === 'report-now' && answer) {
+			this.say({...answer, reportId: unwrapped['id'] as number});
+		}
 	}
+
+	/** Its last `inflight`, which a `report-now` is answered with. */
+	private lastReport: Extract<ToPrimary, {type: 'inflight'}> | undefined;
+	/** False: a worker too busy (or too old) to answer `report-now`; a report: its answer (an arrival its reports had not shown). */
+	answersReportNow: boolean | Extract<ToPrimary, {type: 'inflight'}> = true;
 
 	isConnected(): boolean {
 		return this.connected;
@@ -132,6 +143,10 @@ export class FakeWorker extends EventEmitter implements WorkerHandle {
 	}
 
 	say(message: ToPrimary): this {
+		if (message.type === 'inflight') {
+			this.lastReport = message;
+		}
+
 		this.emit('message', envelope(message));
 		return this;
 	}

@@ -93,15 +93,15 @@ test('merge: seconds summed, the latest arrival wins, a peer\'s rate summed over
 	});
 });
 
-test('quiet window: ln(1000)/rate, at least 1 s', t => {
-	t.is(Math.round(quietWindowMs(1)), 6908);
+test('quiet window: ln(100 000)/rate, at least 1 s', t => {
+	t.is(Math.round(quietWindowMs(1)), 11_513);
 	t.is(quietWindowMs(100), 1000);
 	t.is(quietWindowMs(0), 0);
 });
 
 test('the rule: the floor, a recent arrival, a stale worker, each peer\'s quiet window, too many peers', t => {
 	const base = {rejectStartMs: 0, staleWorkers: 0};
-	// A busy peer (100/s: window 1 s) silent since 1.2 s; a slow one (1/s: window 6.9 s) silent since the signal.
+	// A busy peer (100/s: window 1 s) silent since 1.2 s; a slow one (1/s: window 11.5 s) silent since the signal.
 	const busy = {peer: 'lb1', ratePerSecond: 100, count: 120, lastMs: 1200};
 	const slow = {peer: 'lb2', ratePerSecond: 1, count: 0, lastMs: null};
 	t.like(decide({...base, figures: figures({peers: [busy], lastMs: 1200}), nowMs: 1900}), {end: false, why: 'floor'});
@@ -109,9 +109,10 @@ test('the rule: the floor, a recent arrival, a stale worker, each peer\'s quiet 
 	t.like(decide({...base, figures: figures({peers: [busy], lastMs: 1200}), nowMs: 2800}), {end: true});
 	t.like(decide({...base, staleWorkers: 1, figures: figures({peers: [busy], lastMs: 1200}), nowMs: 5000}), {end: false, why: 'stale-report'});
 	t.like(decide({...base, figures: figures({peers: [busy, slow], lastMs: 1200}), nowMs: 5000}), {end: false, why: 'peer'}, 'a slow peer keeps it open');
-	const decision = decide({...base, figures: figures({peers: [busy, slow], lastMs: 1200}), nowMs: 7500});
+	t.like(decide({...base, figures: figures({peers: [busy, slow], lastMs: 1200}), nowMs: 11_500}), {end: false, why: 'peer'});
+	const decision = decide({...base, figures: figures({peers: [busy, slow], lastMs: 1200}), nowMs: 12_100});
 	t.like(decision, {end: true});
-	t.deepEqual(decision.peers.map(peer => [peer.peer, peer.quietMs]), [['lb1', 1000], ['lb2', 6908]]);
+	t.deepEqual(decision.peers.map(peer => [peer.peer, peer.quietMs]), [['lb1', 1000], ['lb2', 11_513]]);
 	t.like(decide({...base, figures: figures({peers: [{peer: 'other', ratePerSecond: 500, count: 0, lastMs: null}]}), nowMs: 15_000}), {end: false, why: 'too-many-peers'});
 	// A peer new since the signal: its rate since then.
 	t.like(decide({...base, figures: figures({peers: [{peer: 'new', ratePerSecond: 0, count: 4, lastMs: 3000}], lastMs: 3000}), nowMs: 4600}), {end: false, why: 'peer'});
@@ -178,4 +179,83 @@ test('without a reader of the rates, no peer is told apart while serving: no add
 	arrivals.begin();
 	arrivals.arrived('10.0.0.1', undefined);
 	t.like(arrivals.report(), {total: 1, lastFrom: '10.0.0.1', peers: [{peer: '10.0.0.1', ratePerSecond: 0, count: 1}]});
+});
+
+test('a bursty peer (30 requests every 6 s, a batch job): its longest lull before the signal is reported, and its window covers it with a margin', t => {
+	const {clock, arrivals, serve} = worker();
+	const batch = {};
+	const steady = {};
+	for (let second = 0; second < 90; second++) {
+		if (second % 6 === 0) {
+			for (let i = 0; i < 30; i++) {
+				serve(batch, '10.0.0.7');
+			}
+		}
+
+		for (let i = 0; i < 20; i++) {
+			serve(steady, '10.0.0.1');
+		}
+
+		clock.advance(1000);
+	}
+
+	arrivals.begin();
+	const peers = Object.fromEntries(arrivals.report()!.peers.map(peer => [peer.peer, peer]));
+	t.is(peers['10.0.0.7']!.longestGapMs, 7000, 'five silent seconds between bursts: at most 7 s');
+	t.is(peers['10.0.0.1']!.longestGapMs, undefined, 'a peer that never missed a second has no lull');
+	const merged = mergeArrivals([arrivals.report()]);
+	const decision = decide({figures: merged, nowMs: 9000, rejectStartMs: 0, staleWorkers: 0});
+	t.like(decision, {end: false, why: 'peer'}, 'the steady rule alone (rate 5/s: 2.3 s) would end in its first lull');
+	t.deepEqual(decision.peers.map(peer => [peer.peer, peer.quietMs]), [['10.0.0.1', 1000], ['10.0.0.7', 10_500]]);
+	t.like(decide({figures: merged, nowMs: 11_000, rejectStartMs: 0, staleWorkers: 0}), {end: true});
+});
+
+test('a process younger than the rate window: its rate counts from its first request, not from its first snapshot', t => {
+	const {clock, arrivals, serve} = worker();
+	const slow = {};
+	for (let second = 0; second < 25; second++) {
+		serve(slow, '10.0.0.5');
+		clock.advance(1000);
+	}
+
+	arrivals.begin();
+	const peer = arrivals.report()!.peers.find(entry => entry.peer === '10.0.0.5')!;
+	t.is(Math.round(peer.ratePerSecond), 1);
+});
+
+test('one address whose rate falls after the signal (200 -> 20 -> 2 per second, a sidecar or SNAT in front of many senders): its window follows the slower rate, widened by the fall', t => {
+	const {clock, arrivals, serve} = worker();
+	const sidecar = {};
+	for (let tick = 0; tick < 600; tick++) {
+		for (let i = 0; i < 20; i++) {
+			serve(sidecar, '10.0.0.9');
+		}
+
+		clock.advance(100);
+	}
+
+	arrivals.begin();
+	for (const [perSecond, seconds] of [[20, 3], [2, 5]] as const) {
+		for (let i = 0; i < perSecond * seconds; i++) {
+			clock.advance(1000 / perSecond);
+			arrivals.arrived('10.0.0.9', undefined);
+		}
+	}
+
+	const peer = arrivals.report()!.peers[0]!;
+	t.is(peer.recentPerSecond, 2, 'its last 5 s: 2 a second');
+	const figures = mergeArrivals([arrivals.report()]);
+	const {peers} = decide({figures, nowMs: 9000, rejectStartMs: 0, staleWorkers: 0});
+	// ln(100 000) / 2 = 5.8 s, times the fall (200 / 2 = 100): longer than any reject period.
+	t.true(peers[0]!.quietMs > 60_000, String(peers[0]!.quietMs));
+	// Steady since the signal (no fall): the busy peer's 1 s.
+	const steady = mergeArrivals([{...arrivals.report()!, peers: [{...peer, recentPerSecond: 190}]}]);
+	t.is(decide({figures: steady, nowMs: 9000, rejectStartMs: 0, staleWorkers: 0}).peers[0]!.quietMs, 1000);
+});
+
+test('fresh figures (every worker\'s answer to a request made at a moment) count silence up to that moment, with no report lag', t => {
+	const busy = {peer: 'lb1', ratePerSecond: 100, count: 120, lastMs: 1200};
+	const base = {rejectStartMs: 0, staleWorkers: 0, figures: figures({peers: [busy], lastMs: 1200})};
+	t.like(decide({...base, nowMs: 2300}), {end: false, why: 'recent-arrival'}, 'reports may be 500 ms old: 600 ms known');
+	t.like(decide({...base, nowMs: 2300, freshUntilMs: 2250}), {end: true}, 'fresh up to 2.25 s: 1.05 s of silence known');
 });

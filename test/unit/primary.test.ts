@@ -921,3 +921,39 @@ test('adaptive reject: a worker whose last heartbeat read its loop 450 ms late m
 	t.true(a!.types.includes('end-reject'), 'ended once the loop is at rest');
 	t.like(p.line('reject phase ended early: the load balancers have stopped sending'), {afterMs: 3750});
 });
+
+test('adaptive reject: the end waits for every worker\'s answer to report-now; one that does not answer, or answers with an arrival its reports had not shown, keeps the phase; once ended, /status says closing at once', async t => {
+	const p = primary({adaptiveReject: true, workers: 2, settings: {...DEFAULT_SETTINGS, servePeriodMs: 0, rejectPeriodMs: 20_000, gracePeriodMs: 30_000}});
+	const [a, b] = p.serveAll();
+	p.edges.signal('SIGTERM');
+	const peer = {peer: '10.0.0.1', ratePerSecond: 50, count: 1, lastMs: 100};
+	const report = {type: 'inflight', inflight: 0, served: 0, rejected: 1, upgrades: 0, streams: 0} as const;
+	a!.say({...report, arrivals: {total: 1, bySecond: [1], lastMs: 100, lastFrom: '10.0.0.1', peers: [peer]}});
+	b!.say({...report, arrivals: {total: 0, bySecond: [], lastMs: null, lastFrom: null, peers: []}});
+	b!.answersReportNow = false;
+	const beat = (ms: number): void => {
+		for (let at = 0; at < ms; at += 250) {
+			a!.beat();
+			b!.beat();
+			p.clock.advance(250);
+		}
+	};
+
+	beat(3000);
+	t.true(a!.types.includes('report-now'), 'the rule would end: it asks for fresh figures');
+	t.false(a!.types.includes('end-reject'), 'worker b has not answered');
+	// b answers the next one, with an arrival at 3.1 s its reports had not shown.
+	b!.answersReportNow = {...report, arrivals: {total: 1, bySecond: [0, 0, 0, 1], lastMs: 3100, lastFrom: '10.0.0.1', peers: [{...peer, lastMs: 3100}]}};
+	beat(1000);
+	t.false(a!.types.includes('end-reject'), 'the fresh arrival keeps the phase open');
+	t.is((clusterStatus(p.primary.view, () => 0) as {phase: string}).phase, 'reject');
+	b!.answersReportNow = true;
+	beat(2000);
+	t.true(a!.types.includes('end-reject'));
+	const ended = p.line('reject phase ended early: the load balancers have stopped sending')!;
+	t.true(Number(ended['afterMs']) >= 4100, 'a second after the fresh arrival at least');
+	const status = clusterStatus(p.primary.view, () => 0) as {phase: string; drain: {rejectUntil: string; rejectEnd: string}};
+	t.is(status.phase, 'closing', 'at once, not when the period would have ended');
+	t.is(status.drain.rejectEnd, 'adaptive');
+	t.true(Date.parse(status.drain.rejectUntil) <= Date.now(), `rejectUntil ${status.drain.rejectUntil}`);
+});
