@@ -44,6 +44,7 @@ export class BasicDrain {
 		for (const record of this.options.fleet.alive) {
 			if (record.state.name === 'starting' && !isAttached(record.state) && record.handle.isConnected()) {
 				this.options.logger.info({worker: record.id, workerPid: record.pid}, 'a worker that serves nothing (it never listened): its shutdown starts now');
+				record.leftForBasicDrain = true;
 				this.options.fleet.disconnect(record);
 			}
 		}
@@ -84,6 +85,7 @@ export class BasicDrain {
 		this.disconnectOnListen.delete(record);
 		if (!isAttached(record.state) && record.handle.isConnected()) {
 			this.options.logger.info({worker: record.id, workerPid: record.pid, state: record.state.name}, 'disconnecting a worker that did not attach graceful-cluster');
+			record.leftForBasicDrain = true;
 			this.options.fleet.disconnect(record);
 		}
 	}

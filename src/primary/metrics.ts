@@ -270,7 +270,7 @@ export class ClusterMetrics {
 	}
 
 	private readonly onGone = (record: WorkerRecord): void => {
-		this.exits.inc({reason: record.state.name === 'gone' ? exitReason(record.state, {draining: this.view().drain !== undefined}) : 'crash'});
+		this.exits.inc({reason: record.state.name === 'gone' ? exitReason(record.state, {draining: this.view().drain !== undefined, leftForBasicDrain: record.leftForBasicDrain}) : 'crash'});
 		this.app.leave(record.id);
 		this.rejectedSeen.delete(record);
 	};

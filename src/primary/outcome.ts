@@ -33,6 +33,13 @@ export function leftCleanly(record: WorkerRecord): boolean {
 		return true;
 	}
 
+	// Disconnected by its basic drain, it ran its own shutdown from then: however
+	// that ended (a failing code, the deadline's kill) is the shutdown's failure
+	// (`hookFailures`); it held nothing the drain counts.
+	if (record.leftForBasicDrain === true && (killReason(state) === undefined || killReason(state) === 'deadline') && (state.signal === null || killReason(state) === 'deadline')) {
+		return true;
+	}
+
 	return leftByBasicDrain(state);
 }
 

@@ -114,7 +114,7 @@ export class Supervisor {
 		const uptimeMs = Math.round(this.clock.now() - record.startedAt);
 		// An exit during the shutdown hooks comes after every request was done:
 		// planned, though a non-zero code means a hook failed.
-		const exitedFor = exitReason(state, {draining: this.mode === 'frozen'});
+		const exitedFor = exitReason(state, {draining: this.mode === 'frozen', leftForBasicDrain: record.leftForBasicDrain});
 		const crashed = role === 'member' ? last.name !== 'drained' && last.name !== 'hooks' : exitedFor === 'crash';
 		const log = {
 			worker: record.id,
@@ -129,7 +129,7 @@ export class Supervisor {
 			reason: exitedFor,
 		};
 		// After its hooks, or after it said it drained: the exit code the app set (its `'beforeExit'` and `'exit'` listeners' too).
-		if ((last.name === 'hooks' || last.name === 'drained') && killedFor === undefined && (state.signal !== null || !isCleanShutdownCode(state.code))) {
+		if ((last.name === 'hooks' || last.name === 'drained' || record.leftForBasicDrain === true) && killedFor === undefined && (state.signal !== null || !isCleanShutdownCode(state.code))) {
 			this.logger.error({worker: record.id, workerPid: record.pid, code: state.code, signal: state.signal}, 'a shutdown hook exited the worker with a failure');
 		}
 

@@ -121,6 +121,11 @@ export interface WorkerRecord {
 	readonly covered: Set<string>;
 	/** Its shutdown hooks and app signal listeners that threw or rejected, by name, as it reported them. */
 	readonly hooksFailed: string[];
+	/**
+	 * The drain's basic drain disconnected it (basic-drain.ts): its own shutdown
+	 * runs from then on, so how it ends is that shutdown's verdict, not a loss.
+	 */
+	leftForBasicDrain?: boolean;
 	warmup: Warmup;
 }
 
@@ -207,6 +212,13 @@ export function hookFailures(record: WorkerRecord): number {
 			if (cut || failedExit) {
 				failures++;
 			}
+		} else if (record.leftForBasicDrain === true) {
+			// Its own shutdown ran from the disconnect: a failing exit code (one it
+			// could not send included, UNSENT_HOOK_FAILURE_EXIT) or the deadline's kill is its failure.
+			const cut = killReason(state) === 'deadline';
+			if (cut || (killReason(state) === undefined && state.signal === null && !isCleanShutdownCode(state.code))) {
+				failures++;
+			}
 		} else if (leftByBasicDrain(state) && state.code === UNSENT_HOOK_FAILURE_EXIT) {
 			// One at least: how many it could not say.
 			failures++;
@@ -237,7 +249,7 @@ export type ExitReason = 'drain' | 'crash' | 'hung' | 'deadline' | 'second-signa
  * `start-failed`: it never listened in time, or the cluster gave up; `crash`:
  * anything else. `draining`: the cluster's drain has begun.
  */
-export function exitReason(state: Extract<WorkerState, {name: 'gone'}>, {draining = false}: {draining?: boolean} = {}): ExitReason {
+export function exitReason(state: Extract<WorkerState, {name: 'gone'}>, {draining = false, leftForBasicDrain = false}: {draining?: boolean; leftForBasicDrain?: boolean} = {}): ExitReason {
 	switch (killReason(state)) {
 		case 'hung': {
 			return 'hung';
@@ -277,7 +289,9 @@ export function exitReason(state: Extract<WorkerState, {name: 'gone'}>, {drainin
 	// (drain.ts `leftCleanly`), but it crashed.
 	const basicDrain = leftByBasicDrain(state);
 	const stopped = place.name === 'starting' && state.signal !== null && SIGNAL_ACTIONS[state.signal as HandledSignal] === 'drain';
-	const planned = last === 'drained' || last === 'hooks' || (place.name === 'retiring' && basicDrain) || (draining && (basicDrain || stopped));
+	// Disconnected by the drain's basic drain: its own shutdown ended it, however.
+	const shutDown = draining && leftForBasicDrain && state.signal === null;
+	const planned = last === 'drained' || last === 'hooks' || (place.name === 'retiring' && basicDrain) || (draining && (basicDrain || stopped)) || shutDown;
 	if (!planned) {
 		return 'crash';
 	}

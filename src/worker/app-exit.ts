@@ -19,10 +19,48 @@ export function appExitCode(): number | undefined {
 	return Number.isInteger(number) ? number : undefined;
 }
 
-/** The code the app set, when it says the shutdown failed (not 0, not 128 + a stop signal). */
+/** Whether `code` says a shutdown failed: not 0, not 128 + a stop signal, as the OS sees it (256 is 0). */
+export const isFailingCode = (code: number): boolean => !isCleanShutdownCode(((code % 256) + 256) % 256);
+
+/** The code the app set, when it says the shutdown failed. */
 export function failingExitCode(): number | undefined {
 	const code = appExitCode();
-	return code === undefined || isCleanShutdownCode(code) ? undefined : code;
+	return code === undefined || !isFailingCode(code) ? undefined : code;
+}
+
+/**
+ * A failing code the app set before the drain began (an error handler's
+ * `process.exitCode = 1` hours earlier) is not its shutdown's verdict: it is
+ * said, and cleared, so that the drain's own verdict stands. `atDrain`: the
+ * code when the drain began.
+ */
+export function clearCodeSetBefore(atDrain: number | undefined, logger: Logger): void {
+	const code = failingExitCode();
+	if (code !== undefined && code === atDrain) {
+		logger.warn({exitCode: code}, 'the app had set process.exitCode before the drain, not in its shutdown: not counted; the process exits with the drain\'s own verdict');
+		process.exitCode = 0;
+	}
+}
+
+/**
+ * The process ends by itself after the drain (`'own'`): a failing code its
+ * `'beforeExit'` or `'exit'` listeners set then is named at the exit.
+ */
+export function nameLateExitCode(logger: Logger): void {
+	process.once('exit', code => {
+		if (!exitingOurselves && isFailingCode(code)) {
+			logger.error({hook: 'the app\'s beforeExit or exit listeners', exitCode: code}, 'the app\'s shutdown exited with a failing code');
+		}
+	});
+}
+
+/** Set when graceful-cluster itself exits (a deadline, a second signal): that code is not the app's. */
+let exitingOurselves = false;
+
+/** Exits with one of graceful-cluster's own codes. */
+export function exitOurselves(code: number): never {
+	exitingOurselves = true;
+	process.exit(code);
 }
 
 /**
@@ -35,13 +73,19 @@ export function failingExitCode(): number | undefined {
 export class ExitWatch {
 	private running: string | undefined;
 	private readonly onExit = (code: number): void => {
-		if (this.running !== undefined && !isCleanShutdownCode(code)) {
+		if (this.running !== undefined && !exitingOurselves && isFailingCode(code)) {
 			this.logger.error({hook: this.running, exitCode: code}, 'the app\'s shutdown exited with a failing code');
 		}
 	};
 
 	constructor(private readonly logger: Logger) {
-		process.on('exit', this.onExit);
+		// Ahead of the hosts' own 'exit' listeners, which log `drain finished`.
+		process.prependListener('exit', this.onExit);
+	}
+
+	/** What runs from now to the exit (the basic drain's listeners, which nothing awaits). */
+	blame(name: string): void {
+		this.running = name;
 	}
 
 	async around<T>(name: string, run: () => Promise<T>): Promise<T> {
@@ -52,7 +96,7 @@ export class ExitWatch {
 		} finally {
 			this.running = undefined;
 			const code = failingExitCode();
-			if (code !== undefined && code !== before) {
+			if (code !== undefined && code !== before && !exitingOurselves) {
 				this.logger.error({hook: name, exitCode: code}, 'the app\'s shutdown set a failing exit code (process.exitCode)');
 			}
 		}
@@ -77,14 +121,41 @@ function named(listeners: readonly Function[]): Array<{name: string; listener: (
 	});
 }
 
+/** After them, what they started without a promise (a callback's flush) gets up to this long, until the event loop would end. */
+export const EXIT_SETTLE_MS = 1000;
+
+/**
+ * Resolves when the event loop would end (Node emits `'beforeExit'`, calling
+ * the app's listeners again as it would) or after `ms`: an app that keeps a
+ * pool or a timer open never lets it end. The IPC channel is unref'd meanwhile.
+ */
+async function settle(ms: number): Promise<void> {
+	const {channel} = process;
+	channel?.unref();
+	try {
+		await new Promise<void>(resolve => {
+			const done = (): void => {
+				clearTimeout(timer);
+				process.removeListener('beforeExit', done);
+				resolve();
+			};
+
+			const timer = setTimeout(done, ms).unref();
+			process.on('beforeExit', done);
+		});
+	} finally {
+		channel?.ref();
+	}
+}
+
 /**
  * Calls the app's `'beforeExit'` listeners as Node does when the event loop
  * empties (in order, at once, with the exit code), and resolves once the
- * promises they return settle. Each that throws or rejects is logged and told
- * to `onFailure`, as a hook's failure. Node would call them again if they left
- * work behind; here they run once, and the process exits after them.
+ * promises they return settle, and what they started otherwise has had
+ * `settleMs` to finish (`settle`). Each that throws or rejects is logged and
+ * told to `onFailure`, as a hook's failure.
  */
-export async function runExitCleanup(source: ExitListeners, logger: Logger, onFailure: (name: string) => Promise<void>): Promise<void> {
+export async function runExitCleanup(source: ExitListeners, logger: Logger, onFailure: (name: string) => Promise<void>, settleMs = 0): Promise<void> {
 	const listeners = named(source());
 	logger.info({listeners: listeners.map(entry => entry.name)}, 'running the app\'s beforeExit listeners');
 	const code = appExitCode() ?? 0;
@@ -96,4 +167,7 @@ export async function runExitCleanup(source: ExitListeners, logger: Logger, onFa
 			await onFailure(name);
 		}
 	}));
+	if (settleMs > 0) {
+		await settle(settleMs);
+	}
 }

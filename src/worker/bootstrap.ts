@@ -16,11 +16,12 @@
  * listeners run at that disconnect, or at the reject phase's end.
  */
 import cluster from 'node:cluster';
+import os from 'node:os';
 import {fileURLToPath} from 'node:url';
 import {createLogger} from '../logger.js';
 import {UNSENT_HOOK_FAILURE_EXIT} from '../protocol.js';
 import {HANDLED_SIGNALS, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
-import {rejectEndsAt, remaining} from '../timeline.js';
+import {LISTEN_SETTLE_MS, rejectEndsAt, remaining} from '../timeline.js';
 import {readWorkerEnv} from '../worker-env.js';
 import type {Attachments} from './attach.js';
 import {leaveSignal, openChannel} from './channel.js';
@@ -31,6 +32,7 @@ import {startHeartbeat} from './heartbeat.js';
 import {answerScrape} from './metrics.js';
 import {callListeners, endsProcess, holdSignalListeners, listenerName, listenersFor} from './signal-listeners.js';
 import {blockOutput} from './stdio.js';
+import {ExitWatch} from './app-exit.js';
 
 // `child_process.fork()` copies `execArgv`, so the app's own children would load
 // this file too and then ignore SIGTERM; take it out of what they inherit.
@@ -72,8 +74,15 @@ if (cluster.isWorker && cluster.worker) {
 		return drained;
 	};
 
+	/** Some server of the app's began to listen: it serves something. */
+	let listened = false;
+	const servedAnything = (): boolean => listened;
 	// Before the app's first listen(); those the drain does not take are followed here.
-	const servers = followServers(server => (autoAttach && drainableKind(server) !== undefined && !isExcluded(server) ? attachments().take(server as DrainableServer) : drained?.has(server) ?? false), server => {
+	const servers = followServers(server => {
+		listened = true;
+		return autoAttach && drainableKind(server) !== undefined && !isExcluded(server) ? attachments().take(server as DrainableServer) : drained?.has(server) ?? false;
+	}, server => {
+		listened = true;
 		// node:cluster tells the primary nothing of it: the worker does, once it listens.
 		server.once('listening', () => {
 			const address = formatAddress(server.address());
@@ -177,6 +186,18 @@ if (cluster.isWorker && cluster.worker) {
 			if (entries.length === 0) {
 				leave = 'late';
 				held.onHeld = onHeld;
+				// A worker that serves nothing and has no listener for the signal would
+				// die of it under plain Node (a consumer whose timers keep it alive):
+				// so it does, once a listener the app was about to add has had its moment.
+				if (!servedAnything()) {
+					setTimeout(() => {
+						if (leave === 'late') {
+							logger.info({signal}, 'the app has no listener for the signal: the worker ends as Node would end it');
+							process.exit(128 + os.constants.signals[signal]);
+						}
+					}, LISTEN_SETTLE_MS).unref();
+				}
+
 				return;
 			}
 
@@ -192,7 +213,10 @@ if (cluster.isWorker && cluster.worker) {
 				}
 			};
 
-			logger.info({listeners: entries.map(entry => listenerName(entry, signal)), signal}, 'running the app\'s own signal listeners');
+			const names = entries.map(entry => listenerName(entry, signal));
+			logger.info({listeners: names, signal}, 'running the app\'s own signal listeners');
+			// Nothing awaits them: a failing code they set or exit with is named at the exit.
+			new ExitWatch(logger).blame(names.join(', '));
 			calling = true;
 			try {
 				callListeners(held, entries, signal, (name, error) => {

@@ -13,6 +13,7 @@ import {Attachments} from './attach.js';
 import {leaveSignal, type ReceivedDrain, type WorkerChannel} from './channel.js';
 import {ProcessDrain} from './drain.js';
 import {sendFinalMetrics} from './metrics.js';
+import {appExitCode, clearCodeSetBefore, nameLateExitCode} from './app-exit.js';
 import {appShutdown} from './app-shutdown.js';
 import {getSignalListeners} from './signal-listeners.js';
 import {flushOutput} from './stdio.js';
@@ -101,8 +102,9 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 			});
 		},
 		finish(summary, exit) {
+			clearCodeSetBefore(codeAtDrain, logger);
 			void flushOutput().then(async () => sendFinalMetrics(channel)).then(() => {
-				logger.info(summary, 'worker drained');
+				logger.info({...summary, exitCode: appExitCode() ?? 0}, 'worker drained');
 				// Exit only once the primary has the message: it tells a drained worker
 				// from one that crashed by this message alone.
 				const arrivals = drain.arrivals.report();
@@ -115,6 +117,7 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 
 					// The app's shutdown left nothing running: the process ends by itself,
 					// after whatever its 'beforeExit' listeners started.
+					nameLateExitCode(logger);
 					process.channel?.unref();
 				});
 			});
@@ -139,7 +142,10 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		}
 	};
 	channel.send({type: 'attached', ...(warmup ? {warming: true} : {})});
+	/** The app's exit code when the drain or retire began (app-exit.ts `clearCodeSetBefore`). */
+	let codeAtDrain: number | undefined;
 	const start = ({message, receivedAt}: ReceivedDrain): void => {
+		codeAtDrain = appExitCode();
 		warmup?.stop();
 		// Not listening yet (node:cluster's `worker.state`, not in its types): the
 		// app is still starting. A drain waits for its listen until the primary

@@ -11,7 +11,7 @@
 import {TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
 import type {AppShutdown, AppShutdownEnd} from './app-shutdown.js';
-import {ExitWatch, processExitListeners, runExitCleanup, type ExitListeners} from './app-exit.js';
+import {EXIT_SETTLE_MS, ExitWatch, processExitListeners, runExitCleanup, type ExitListeners} from './app-exit.js';
 import type {DrainReason} from './long-lived.js';
 
 export type ShutdownHook = () => unknown;
@@ -137,7 +137,7 @@ export class Shutdown {
 			// ('idle'); an app that signalled itself meant to die of it, without them.
 			if (this.ended === undefined || this.ended === 'called') {
 				if (this.exitListeners().length > 0) {
-					await watch.around('the app\'s beforeExit listeners', async () => runExitCleanup(this.exitListeners, run.logger, onFailure));
+					await watch.around('the app\'s beforeExit listeners', async () => runExitCleanup(this.exitListeners, run.logger, onFailure, this.exitListeners === processExitListeners ? EXIT_SETTLE_MS : 0));
 				}
 			}
 		} finally {

@@ -9,7 +9,7 @@ import type {Logger} from '../logger.js';
 import {isCleanShutdownCode} from '../signals.js';
 import {isDuplicateSignal, type Timeline} from '../timeline.js';
 import type {DrainSummary, ProcessDrain} from './drain.js';
-import {failingExitCode} from './app-exit.js';
+import {appExitCode, clearCodeSetBefore, exitOurselves, failingExitCode, nameLateExitCode} from './app-exit.js';
 import {appShutdown} from './app-shutdown.js';
 import {holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
@@ -54,6 +54,7 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 			proceed();
 		},
 		finish(summary, exit) {
+			clearCodeSetBefore(codeAtSignal, logger);
 			void flushOutput().then(() => {
 				const code = report(summary, failingExitCode());
 				if (exit === 'now') {
@@ -63,6 +64,7 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 				// The app's shutdown left nothing running: the process ends by itself,
 				// bounded by the deadline but not kept alive by it.
 				deadline?.unref();
+				nameLateExitCode(logger);
 				process.exitCode = code;
 			});
 		},
@@ -106,6 +108,8 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 
 	/** When the first signal came; undefined until then. */
 	let signalledAt: number | undefined;
+	/** The app's exit code then (app-exit.ts `clearCodeSetBefore`). */
+	let codeAtSignal: number | undefined;
 	const onSignal = (signal: NodeJS.Signals): void => {
 		if (signalledAt !== undefined) {
 			// The same Ctrl-C often arrives twice at once (the terminal signals the
@@ -120,10 +124,11 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 			reported = true;
 			const {inflight} = drain.counts;
 			logger.error({...drain.summary(), inflight, responsesCut: inflight, outcome: 'forced', exitCode: ExitCode.SECOND_SIGNAL}, 'drain finished');
-			process.exit(ExitCode.SECOND_SIGNAL);
+			exitOurselves(ExitCode.SECOND_SIGNAL);
 		}
 
 		signalledAt = performance.now();
+		codeAtSignal = appExitCode();
 		held.received ??= signal;
 		blockOutput();
 		logger.info({signal}, 'signal received');
@@ -135,7 +140,7 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 			// Hooks still running are cut: counted with those that failed.
 			const hooksFailed = (drain.summary().hooksFailed ?? 0) + (drain.phaseName === 'hooks' ? 1 : 0);
 			logger.error({inflight, upgrades, streams, hooksFailed, responsesCut: inflight, outcome: 'forced', exitCode: ExitCode.DEADLINE}, 'drain finished');
-			process.exit(ExitCode.DEADLINE);
+			exitOurselves(ExitCode.DEADLINE);
 		}, timeline.gracePeriodMs);
 		drain.begin(timeline, signal);
 	};

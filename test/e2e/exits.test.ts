@@ -136,3 +136,39 @@ test('a queue consumer with --listen-timeout 0 reloads: each new worker is ready
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());
 });
+
+test('a queue consumer whose own SIGTERM listener fails (process.exitCode = 2 once its job is done): a failed shutdown, named, exit 7, no worker lost', async t => {
+	const app = start(t, ['--workers', '1', '--listen-timeout', '0', '--reject-period', '20s', fixture('consumer.mjs')], {env: {FIXTURE_LISTENER: 'fail', FIXTURE_JOB_MS: '300'}});
+	await app.waitForLog('fixture job started');
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 7, app.text());
+	t.deepEqual(app.lines.filter(line => line.msg === 'the app\'s shutdown exited with a failing code').map(line => [line['hook'], line['exitCode']]), [['SIGTERM listener stopConsumer', 2]]);
+	t.like(app.lines.find(line => line.msg === 'worker exited'), {code: 2, reason: 'drain'});
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'hooks-failed', hooksFailed: 1, workersLost: 0, exitCode: 7});
+});
+
+test('a queue consumer with no SIGTERM listener (a timer keeps it alive) ends as Node would end it, about a second after the signal, not at the grace period', async t => {
+	const app = start(t, ['--workers', '2', '--listen-timeout', '0', '--reject-period', '20s', '--grace-period', '30s', fixture('consumer.mjs')], {env: {FIXTURE_LISTENER: 'none'}});
+	await app.waitForLog('fixture job started', {count: 2});
+	const signalAt = app.kill('SIGTERM');
+	const exit = await app.exited;
+	t.is(exit.code, 0, app.text());
+	t.true(exit.at - signalAt < 5000, `${Math.round(exit.at - signalAt)} ms`);
+	t.is(app.lines.filter(line => line.msg === 'the app has no listener for the signal: the worker ends as Node would end it').length, 2);
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', workersLost: 0});
+});
+
+test('an exit code the app set long before the drain (an error handler\'s process.exitCode = 1) is not its shutdown\'s: said, not counted, exit 0', async t => {
+	const app = await startCluster(t, ['--reject-period', '200ms', '--grace-period', '10s'], fixture('exit-cleanup.mjs'), {workers: 1, env: {FIXTURE_EARLY_CODE: '1'}});
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+	t.like(app.lines.find(line => line.msg === 'the app had set process.exitCode before the drain, not in its shutdown: not counted; the process exits with the drain\'s own verdict'), {level: 'warn', exitCode: 1});
+	t.like(app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished'), {outcome: 'clean', hooksFailed: 0});
+});
+
+test('a beforeExit listener that starts its flush with a callback and returns nothing: the flush completes before the worker exits', async t => {
+	const app = await startCluster(t, ['--reject-period', '200ms', '--grace-period', '10s'], fixture('exit-cleanup.mjs'), {workers: 1, env: {FIXTURE_CLEANUP: 'callback'}});
+	app.kill('SIGTERM');
+	t.is((await app.exited).code, 0, app.text());
+	t.truthy(app.lines.find(line => line.msg === 'fixture disconnected'), app.text());
+});
