@@ -33,7 +33,7 @@ import {parseArgs} from 'node:util';
 const root = path.resolve(fileURLToPath(import.meta.url), '../..');
 const cli = path.join(root, 'dist/bundle/cli.cjs');
 const app = path.join(root, 'test/fixtures/app.mjs');
-const {values} = parseArgs({options: {terminations: {type: 'string', default: '50'}, parallel: {type: 'string', default: '5'}, only: {type: 'string'}, seed: {type: 'string', default: '1'}}});
+const {values} = parseArgs({options: {verbose: {type: 'boolean', default: false}, terminations: {type: 'string', default: '50'}, parallel: {type: 'string', default: '5'}, only: {type: 'string'}, seed: {type: 'string', default: '1'}}});
 const REJECT_PERIOD_MS = 20_000;
 
 function seeded(seed) {
@@ -184,6 +184,11 @@ async function terminate(shape, slot, random) {
 	const finished = lines.find(line => line.role === 'primary' && line.msg === 'drain finished') ?? {};
 	const failed = results.filter(result => result.outcome !== '200' && result.outcome !== '503');
 	const lastStopMs = Math.max(...peers.map(peer => peer.stop));
+	if (values.verbose) {
+		const ended = lines.find(line => line.msg === 'reject phase ended early: the load balancers have stopped sending');
+		console.error(JSON.stringify({shape, stops: peers.map(peer => Math.round(peer.stop)), rejectEndedMs: finished.rejectEndedMs, lastArrivalMs: finished.lastArrivalMs, peers: ended?.peers ?? finished.advice}));
+	}
+
 	return {failed: failed.length, failures: failed.slice(0, 3), sent: results.length, rejectEnd: finished.rejectEnd, rejectEndedMs: finished.rejectEndedMs, lastStopMs, exitCode: finished.exitCode};
 }
 

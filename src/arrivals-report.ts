@@ -20,7 +20,7 @@ export interface PeerArrivals {
 	 * never missed a second, and from an older helper.
 	 */
 	readonly longestGapMs?: number;
-	/** Its rate over its last requests since the signal (up to 5 s of them); absent with fewer than four. */
+	/** Its rate over its last requests since the signal (up to 5 s of them); absent when none came, and from an older helper. */
 	readonly recentPerSecond?: number;
 }
 

@@ -10,21 +10,19 @@
  *
  * The rule ends the reject phase at the first moment that
  *   - is at least ADAPTIVE_FLOOR_MS after the reject phase began,
- *   - every peer that sent app requests in the 60 s before the signal has been
- *     silent for its own quiet window Q = ln(1000) / λ (λ: its rate then; Q at
- *     least 1 s): with a steady rate, a silence that long is a gap in live
- *     traffic once in a thousand times. A peer whose Q is longer than the time
- *     left keeps the phase open to its end; one seen only after the signal
- *     gets the same window, its rate taken since the signal,
+ *   - every peer that sent app requests in the 60 s before the signal, or
+ *     since, has been silent for its own quiet window (`peerQuietMs`): the
+ *     longest of QUIET_GAPS / λ on its rate (the lower of before and since the
+ *     signal, widened by the fall when it tapers) and GAP_MARGIN times its
+ *     longest lull before the signal. A peer whose window is longer than the
+ *     time left keeps the phase open to its end,
  *   - and no app request at all arrived in the last QUIET_ALL_MS,
- * never later than `--reject-period`. Silence is counted from the peer's last
- * arrival, or from the signal if it sent none since: what it sent just before
- * is not known per request (the hot path keeps counts, not times).
- * The workers' reports are up to REPORT_LAG_MS old, and a worker's sockets are
- * known to be read only up to its last heartbeat: silence is counted up to the
- * earlier of the two. A worker whose heartbeat is late (STALE_REPORT_MS), or
- * whose last heartbeat says its loop was blocked (a backlog of requests not
- * yet counted), may be hiding arrivals: the rule waits for it.
+ * on figures every worker gave when asked at that moment (drain.ts,
+ * `report-now`), never later than `--reject-period`. Silence is counted from
+ * the peer's last arrival, or from the signal if it sent none since. A worker
+ * whose heartbeat is late (STALE_REPORT_MS), or whose last heartbeat says its
+ * loop was blocked (a backlog of requests not yet counted), may be hiding
+ * arrivals: the rule waits for it.
  */
 import {OTHER_PEERS, type ArrivalsReport} from '../arrivals-report.js';
 import type {Logger} from '../logger.js';
@@ -62,7 +60,7 @@ export interface PeerFigures {
 	readonly lastMs: number | null;
 	/** Its longest silence before the signal, where one was seen (the shortest of the workers': each bounds it). */
 	readonly longestGapMs?: number;
-	/** Its rate over its last arrivals since the signal, summed over the workers; absent where too few. */
+	/** Its rate over its last arrivals since the signal, summed over the workers; absent when none came. */
 	readonly recentPerSecond?: number;
 }
 
@@ -83,6 +81,8 @@ export function mergeArrivals(reports: Iterable<ArrivalsReport | undefined>): Ar
 	const bySecond: number[] = [];
 	let last: {ms: number; from: string | null} | undefined;
 	const peers = new Map<string, MutablePeer>();
+	/** Peers some worker saw before the signal with no lull: the cluster's longest is shorter still. */
+	const steady = new Set<string>();
 	for (const report of reports) {
 		if (report === undefined) {
 			continue;
@@ -102,8 +102,12 @@ export function mergeArrivals(reports: Iterable<ArrivalsReport | undefined>): Ar
 			known.ratePerSecond += ratePerSecond;
 			known.count += count;
 			known.lastMs = lastMs === null ? known.lastMs : Math.max(lastMs, known.lastMs ?? 0);
+			// A silence of the peer's is one in every worker it reaches: each worker's
+			// longest bounds the cluster's, and one that saw none says there was none.
 			if (longestGapMs !== undefined) {
 				known.longestGapMs = Math.min(longestGapMs, known.longestGapMs ?? Number.POSITIVE_INFINITY);
+			} else if (ratePerSecond > 0) {
+				steady.add(peer);
 			}
 
 			if (recentPerSecond !== undefined) {
@@ -116,6 +120,10 @@ export function mergeArrivals(reports: Iterable<ArrivalsReport | undefined>): Ar
 
 	for (let second = 0; second < bySecond.length; second++) {
 		bySecond[second] ??= 0;
+	}
+
+	for (const peer of steady) {
+		delete peers.get(peer)!.longestGapMs;
 	}
 
 	return {

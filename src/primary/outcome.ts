@@ -33,10 +33,10 @@ export function leftCleanly(record: WorkerRecord): boolean {
 		return true;
 	}
 
-	// Disconnected by its basic drain, it ran its own shutdown from then: however
-	// that ended (a failing code, the deadline's kill) is the shutdown's failure
-	// (`hookFailures`); it held nothing the drain counts.
-	if (record.leftForBasicDrain === true && (killReason(state) === undefined || killReason(state) === 'deadline') && (state.signal === null || killReason(state) === 'deadline')) {
+	// Disconnected by its basic drain, it ran its own shutdown from then: its own
+	// exit, whatever the code, is that shutdown's verdict (`hookFailures`); so is
+	// the deadline's kill of one that never listened, which held nothing.
+	if (record.leftForBasicDrain === true && ((killReason(state) === undefined && state.signal === null) || (killReason(state) === 'deadline' && placeOf(state).name === 'starting'))) {
 		return true;
 	}
 

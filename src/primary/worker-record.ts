@@ -215,7 +215,7 @@ export function hookFailures(record: WorkerRecord): number {
 		} else if (record.leftForBasicDrain === true) {
 			// Its own shutdown ran from the disconnect: a failing exit code (one it
 			// could not send included, UNSENT_HOOK_FAILURE_EXIT) or the deadline's kill is its failure.
-			const cut = killReason(state) === 'deadline';
+			const cut = killReason(state) === 'deadline' && placeOf(state).name === 'starting';
 			if (cut || (killReason(state) === undefined && state.signal === null && !isCleanShutdownCode(state.code))) {
 				failures++;
 			}

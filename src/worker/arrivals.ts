@@ -37,8 +37,8 @@ const SNAPSHOT_EVERY_MS = 1000;
 const RECENT_SPAN_MS = 5000;
 /** and at most this many of them. */
 const RECENT_KEPT = 64;
-/** Fewer than this many recent arrivals say nothing of a rate. */
-const RECENT_MIN = 4;
+/** The shortest span a recent rate is taken over (one arrival just after the signal). */
+const RECENT_MIN_SPAN_MS = 100;
 /**
  * Peers counted one by one; the rest share one counter. Behind a load
  * balancer there are a handful; a pod reached directly by many clients
@@ -97,15 +97,21 @@ interface AfterSignal {
 	total: number;
 }
 
-/** A peer's rate over its arrivals in the RECENT_SPAN_MS before its last one (`recent`: a ring of times): undefined with too few. */
-function recentRate(recent: readonly number[], lastAt: number): number | undefined {
-	const times = recent.filter(at => lastAt - at <= RECENT_SPAN_MS);
-	if (times.length < RECENT_MIN) {
-		return undefined;
+/**
+ * A peer's rate over the RECENT_SPAN_MS before its last arrival (since the
+ * signal, if that is nearer; `recent`: a ring of its last arrival times, whose
+ * oldest starts the span when it is full). Always a figure, however few
+ * arrivals: a peer down to a trickle must not be judged by its rate before the
+ * signal, and few arrivals read as a low rate, the safe side.
+ */
+function recentRate(recent: readonly number[], lastAt: number, signalAt: number): number {
+	let from = Math.max(signalAt, lastAt - RECENT_SPAN_MS);
+	if (recent.length === RECENT_KEPT) {
+		from = Math.max(from, Math.min(...recent));
 	}
 
-	const span = lastAt - Math.min(...times);
-	return span <= 0 ? undefined : (times.length - 1) / (span / 1000);
+	const count = recent.filter(at => at >= from).length;
+	return count / (Math.max(RECENT_MIN_SPAN_MS, lastAt - from) / 1000);
 }
 
 /**
@@ -281,7 +287,7 @@ export class Arrivals {
 		for (const name of names) {
 			const since = after.peers.get(name);
 			const gap = after.gaps.get(name);
-			const recent = since === undefined ? undefined : recentRate(since.recent, since.lastAt);
+			const recent = since === undefined ? undefined : recentRate(since.recent, since.lastAt, after.startedAt);
 			peers.push({
 				peer: name,
 				ratePerSecond: Math.round((after.rates.get(name) ?? 0) * 1000) / 1000,
