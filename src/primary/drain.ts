@@ -15,9 +15,9 @@ import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import type {DrainMessage, InflightMessage} from '../protocol.js';
 import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
-import {LOOP_SAMPLE_MS} from '../worker/heartbeat.js';
 import type {Fleet} from './fleet.js';
-import {ADAPTIVE_FLOOR_MS, arrivalSummary, decide, mergeArrivals, REPORT_LAG_MS, STALE_REPORT_MS, type ArrivalFigures, type RejectEnd} from './arrivals.js';
+import {ADAPTIVE_CHECK_MS, AdaptiveReject} from './adaptive-reject.js';
+import {ADAPTIVE_FLOOR_MS, arrivalSummary, mergeArrivals, type AdaptiveDecision, type ArrivalFigures, type RejectEnd} from './arrivals.js';
 import {CountsSinceSignal, type SummedField} from './drain-counts.js';
 import {leftCleanly, outcome, outcomeName, type ForcedBy} from './outcome.js';
 import {BasicDrain} from './basic-drain.js';
@@ -54,10 +54,6 @@ export interface ClusterDrainOptions {
 /** It had a drained server listening: its requests, at least, were counted. */
 const counted = (record: WorkerRecord): boolean => record.covered.size > 0;
 
-/** How often the adaptive rule looks during the reject phase. */
-const ADAPTIVE_CHECK_MS = 250;
-/** Workers that have not answered a `report-now` by then: the rule looks again later. */
-const CONFIRM_WAIT_MS = 500;
 
 export type {RejectEnd} from './arrivals.js';
 export type {ForcedBy} from './outcome.js';
@@ -73,9 +69,7 @@ export class ClusterDrain {
 	private readonly timers: TimerGroup;
 	/** Set once the reject phase is over; undefined while it runs. */
 	private rejectEnd: RejectEnd | undefined;
-	/** The adaptive rule's last look: every worker was asked for its figures as of `atMs` (`report-now`). */
-	private confirming: {readonly id: number; readonly atMs: number} | undefined;
-	private reportRequests = 0;
+	private readonly adaptive: AdaptiveReject;
 	/** Workers with nothing to drain get the basic drain (basic-drain.ts). */
 	private readonly basic: BasicDrain;
 
@@ -91,6 +85,15 @@ export class ClusterDrain {
 		this.workers = options.fleet.alive;
 		this.counts = new CountsSinceSignal(this.workers);
 		this.basic = new BasicDrain({...options, timers: this.timers});
+		this.adaptive = new AdaptiveReject({
+			fleet: options.fleet,
+			clock: options.clock,
+			timeline: options.timeline,
+			startedAt: this.startedAt,
+			arrivals: () => this.arrivals,
+			active: nowMs => this.rejectEnd === undefined && this.lifecycle.name === 'draining' && nowMs < rejectEndsAt(options.timeline),
+			onEnd: this.endRejectEarly,
+		});
 	}
 
 	/** Begins the drain; may finish it at once (no workers). */
@@ -115,7 +118,7 @@ export class ClusterDrain {
 		}, rejectEndsAt(timeline));
 		if (this.options.adaptiveReject && timeline.rejectPeriodMs > ADAPTIVE_FLOOR_MS) {
 			this.timers.timeout(() => {
-				this.timers.interval(this.checkAdaptive, ADAPTIVE_CHECK_MS);
+				this.timers.interval(this.adaptive.check, ADAPTIVE_CHECK_MS);
 			}, timeline.servePeriodMs + ADAPTIVE_FLOOR_MS);
 		}
 
@@ -138,7 +141,7 @@ export class ClusterDrain {
 		this.stranded++;
 	}
 
-	/** How the reject phase ended early; undefined while it runs, or when it ends with its period. */
+	/** How the reject phase ended; undefined while it runs. */
 	get rejectEnded(): RejectEnd | undefined {
 		return this.rejectEnd;
 	}
@@ -215,61 +218,9 @@ export class ClusterDrain {
 		this.killAll('second-signal');
 	}
 
-	/**
-	 * `--adaptive-reject on`: every ADAPTIVE_CHECK_MS of the reject phase, from
-	 * its floor on: have the load balancers stopped (arrivals.ts `decide`)? Then
-	 * the reject phase ends now, as at the period's end.
-	 */
-	private readonly checkAdaptive = (): void => {
-		const {clock, fleet, logger, timeline} = this.options;
-		const nowMs = clock.now() - this.startedAt;
-		if (this.rejectEnd !== undefined || this.lifecycle.name !== 'draining' || nowMs >= rejectEndsAt(timeline)) {
-			return;
-		}
-
-		const watched = fleet.alive.filter(record => record.state.name === 'starting' || record.state.name === 'listening');
-		// The figures as every worker gave them when asked, if they all have.
-		let freshUntilMs: number | undefined;
-		const {confirming} = this;
-		if (confirming) {
-			if (!watched.every(record => (record.reportedNow ?? 0) >= confirming.id)) {
-				if (nowMs - confirming.atMs >= CONFIRM_WAIT_MS) {
-					this.confirming = undefined;
-				}
-
-				return;
-			}
-
-			this.confirming = undefined;
-			freshUntilMs = confirming.atMs;
-		}
-
-		// Without fresh figures, a screen: would the phase end if the reports were
-		// complete up to now? They lag a quarter second, and a worker's heartbeat
-		// up to a second: an arrival since may not be in them.
-		const decision = decide({
-			figures: this.arrivals,
-			nowMs,
-			rejectStartMs: timeline.servePeriodMs,
-			staleWorkers: watched.filter(record => this.isStale(record)).length,
-			freshUntilMs: freshUntilMs ?? nowMs,
-		});
-		if (!decision.end) {
-			return;
-		}
-
-		// Then every worker is asked for its figures as of now, and the phase ends
-		// only if they say so too.
-		if (freshUntilMs === undefined) {
-			const id = ++this.reportRequests;
-			this.confirming = {id, atMs: nowMs};
-			for (const record of watched) {
-				fleet.send(record, {type: 'report-now', id});
-			}
-
-			return;
-		}
-
+	/** The adaptive rule, confirmed (adaptive-reject.ts), ends the reject phase now, as at the period's end. */
+	private readonly endRejectEarly = (decision: Extract<AdaptiveDecision, {end: true}>, nowMs: number): void => {
+		const {fleet, logger, timeline} = this.options;
 		const atMs = Math.round(nowMs);
 		this.rejectEnd = {by: 'adaptive', atMs, peers: decision.peers};
 		const {lastMs, lastFrom, total} = this.arrivals;
@@ -290,27 +241,6 @@ export class ClusterDrain {
 		this.basic.disconnectAll();
 	};
 
-	/**
-	 * A worker whose arrivals the rule cannot see: nothing drained (its requests are
-	 * not counted), no report since the signal yet, or a silent event loop (its
-	 * heartbeat late: it may hold arrivals it has not told).
-	 */
-	private isStale(record: WorkerRecord): boolean {
-		const {state} = record;
-		if (state.name !== 'starting' && state.name !== 'listening') {
-			return false;
-		}
-
-		if (!isAttached(state) || record.report?.arrivals === undefined) {
-			return true;
-		}
-
-		const {health} = record;
-		// A heartbeat after a blocked loop: its backlog of requests is read after it, and reported later still.
-		// The delay is sampled: a stall may read up to one sample short of its length.
-		return health === undefined || this.options.clock.now() - health.at > STALE_REPORT_MS || health.loopDelayMs + LOOP_SAMPLE_MS > REPORT_LAG_MS;
-	}
-
 	private readonly onMessage = (record: WorkerRecord, message: {type: string}): void => {
 		// A worker forked just before the signal may have missed the broadcast
 		// (its channel was not open yet): its `attached` comes after, and gets the
@@ -321,10 +251,7 @@ export class ClusterDrain {
 
 		if (message.type === 'inflight') {
 			this.counts.onReport(record, message as InflightMessage);
-			// An answer to the adaptive rule's last look: look again at once.
-			if (this.confirming !== undefined && (message as InflightMessage).reportId === this.confirming.id) {
-				this.checkAdaptive();
-			}
+			this.adaptive.onReport((message as InflightMessage).reportId);
 		}
 	};
 

@@ -327,16 +327,9 @@ export class Primary {
 		}
 
 		const killedFor = killReason(state);
-		const fields = {
-			worker: record.id,
-			code: state.name === 'gone' ? state.code : undefined,
-			signal: state.name === 'gone' ? state.signal : undefined,
-			failures: this.options.maxStartFailures,
-			killedFor,
-			stderr: record.stderr.text,
-		};
+		const fields = {worker: record.id, code: state.name === 'gone' ? state.code : undefined, signal: state.name === 'gone' ? state.signal : undefined, failures: this.options.maxStartFailures, killedFor, stderr: record.stderr.text};
+		// Not a crash (its stderr is often empty): a queue consumer never listens.
 		if (killedFor === 'listen-timeout') {
-			// Not a crash: its stderr is often empty. A queue consumer never listens.
 			this.logger.fatal({...fields, listenTimeoutMs: this.options.listenTimeoutMs}, `the app never listened within --listen-timeout ${formatDuration(this.options.listenTimeoutMs)}, ${this.options.maxStartFailures} times in a row; giving up. If it serves no HTTP (a queue consumer, a scheduler), run it with --listen-timeout 0`);
 		} else {
 			this.logger.fatal(fields, 'the app failed to start; giving up. Its last error output is in "stderr"');

@@ -58,11 +58,7 @@ export class ProcessDrain {
 	/** A drain that came while the app was still starting waits for it (`settle`). */
 	private readonly start: StartWait;
 
-	/**
-	 * `peerRates`: count each peer's requests while serving (arrivals.ts), where
-	 * something reads their rates. `exitListeners`: where the app's
-	 * `'beforeExit'` listeners are (app-exit.ts; a test passes its own).
-	 */
+	/** `peerRates`: count each peer's requests while serving (arrivals.ts); `exitListeners`: the app's `'beforeExit'` listeners' source (app-exit.ts). */
 	constructor(settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock, {peerRates = true, exitListeners}: {peerRates?: boolean; exitListeners?: ExitListeners} = {}) {
 		this.shutdown = new Shutdown(exitListeners);
 		this.timers = new TimerGroup(clock);
@@ -133,10 +129,7 @@ export class ProcessDrain {
 		return filter;
 	}
 
-	/**
-	 * The host's word that the app is still starting (nothing listens yet) as
-	 * the drain or retire begins (drained-servers.ts `StartWait`).
-	 */
+	/** The app is still starting (nothing listens yet) as the drain or retire begins (drained-servers.ts `StartWait`). */
 	settle(waitForListenMs: number): void {
 		if (this.phase.name !== 'hooks' && this.phase.name !== 'done') {
 			this.start.wait(waitForListenMs);
@@ -181,11 +174,7 @@ export class ProcessDrain {
 		this.shutdown.app = app;
 	}
 
-	/**
-	 * Starts the drain on what is left of the timeline (timeline.ts `remaining`);
-	 * `signalAt`: when the primary received the signal (epoch ms), which the
-	 * arrivals are timed from. Idempotent.
-	 */
+	/** Starts the drain on what is left of the timeline; `signalAt`: the primary's signal (epoch ms), the arrivals' zero. Idempotent. */
 	begin(timeline: Timeline, signal: NodeJS.Signals = 'SIGTERM', signalAt?: number): void {
 		if (this.phase.name !== 'serving') {
 			return;
@@ -281,11 +270,7 @@ export class ProcessDrain {
 		this.host?.signalledWhileRetiring?.(counts);
 	}
 
-	/**
-	 * The process is exiting during its drain (a crash, the app's own exit): the
-	 * counts since the last report go now, so the 503s of its last quarter
-	 * second are not lost with it. A write on the IPC channel is synchronous.
-	 */
+	/** Exiting mid-drain (a crash, the app's exit): the counts since the last report go now (an IPC write is synchronous). */
 	exiting(): void {
 		if (this.phase.name !== 'serving' && this.phase.name !== 'done') {
 			this.progress.report(this.host);
