@@ -33,7 +33,12 @@ export interface ArrivalsReport {
 	readonly lastMs: number | null;
 	readonly lastFrom: string | null;
 	readonly peers: readonly PeerArrivals[];
+	/** How long before the signal it could count (up to the 60 s window): a peer slower than that may not have shown yet. Absent from an older helper. */
+	readonly observedMs?: number;
 }
+
+/** How far back a peer's rate before the signal looks (worker/arrivals.ts). */
+export const RATE_WINDOW_MS = 60_000;
 
 /** The peer name of the requests past the peers a worker counts one by one (worker/arrivals.ts MAX_PEERS). */
 export const OTHER_PEERS = 'other';
@@ -61,8 +66,8 @@ export function isArrivalsReport(value: unknown): value is ArrivalsReport {
 		return false;
 	}
 
-	const {total, bySecond, lastMs, lastFrom, peers} = value as Record<string, unknown>;
-	return isCount(total)
+	const {total, bySecond, lastMs, lastFrom, peers, observedMs} = value as Record<string, unknown>;
+	return (observedMs === undefined || isCount(observedMs)) && isCount(total)
 		&& Array.isArray(bySecond) && bySecond.length <= MAX_ARRIVAL_SECONDS && bySecond.every(isCount)
 		&& isTimeOrNull(lastMs)
 		&& (lastFrom === null || (typeof lastFrom === 'string' && lastFrom.length <= 256))

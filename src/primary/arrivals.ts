@@ -28,6 +28,7 @@ import {OTHER_PEERS, type ArrivalsReport} from '../arrivals-report.js';
 import type {Logger} from '../logger.js';
 import type {Timeline} from '../timeline.js';
 
+
 /** The reject phase lasts at least this long, adaptive or not. */
 export const ADAPTIVE_FLOOR_MS = 2000;
 /** No app request at all in this long before the end. */
@@ -44,6 +45,8 @@ export const QUIET_GAPS = Math.log(100_000);
 export const TAPER_RATIO = 2;
 /** A peer's window covers its longest lull before the signal times this. */
 export const GAP_MARGIN = 1.5;
+/** How long a pod must have counted, before and after the signal, for a peer of one request a second to have shown (e^-10). */
+export const YOUNG_LOOK_MS = 10_000;
 /** How old a worker's figures may be (its reports come at most four times a second, plus the IPC's delay). */
 export const REPORT_LAG_MS = 500;
 /** A worker that has not reported for this long may be hiding arrivals. */
@@ -71,6 +74,8 @@ export interface ArrivalFigures {
 	readonly lastMs: number | null;
 	readonly lastFrom: string | null;
 	readonly peers: PeerFigures[];
+	/** The longest any worker could count before the signal (up to 60 s); undefined: no worker says (an older helper). */
+	readonly observedMs?: number;
 }
 
 type MutablePeer = {-readonly [K in keyof PeerFigures]: PeerFigures[K]};
@@ -80,6 +85,7 @@ export function mergeArrivals(reports: Iterable<ArrivalsReport | undefined>): Ar
 	let total = 0;
 	const bySecond: number[] = [];
 	let last: {ms: number; from: string | null} | undefined;
+	let observedMs: number | undefined;
 	const peers = new Map<string, MutablePeer>();
 	/** Peers some worker saw before the signal with no lull: the cluster's longest is shorter still. */
 	const steady = new Set<string>();
@@ -89,6 +95,10 @@ export function mergeArrivals(reports: Iterable<ArrivalsReport | undefined>): Ar
 		}
 
 		total += report.total;
+		if (report.observedMs !== undefined) {
+			observedMs = Math.max(report.observedMs, observedMs ?? 0);
+		}
+
 		for (const [second, count] of report.bySecond.entries()) {
 			bySecond[second] = (bySecond[second] ?? 0) + count;
 		}
@@ -132,6 +142,7 @@ export function mergeArrivals(reports: Iterable<ArrivalsReport | undefined>): Ar
 		lastMs: last?.ms ?? null,
 		lastFrom: last?.from ?? null,
 		peers: [...peers.values()].sort((a, b) => b.ratePerSecond - a.ratePerSecond),
+		...(observedMs === undefined ? {} : {observedMs}),
 	};
 }
 
@@ -185,7 +196,7 @@ export interface QuietPeer {
 
 export type AdaptiveDecision =
 	| {readonly end: true; readonly peers: QuietPeer[]}
-	| {readonly end: false; readonly why: 'floor' | 'recent-arrival' | 'stale-report' | 'too-many-peers' | 'peer'; readonly peers: QuietPeer[]};
+	| {readonly end: false; readonly why: 'floor' | 'young' | 'recent-arrival' | 'stale-report' | 'too-many-peers' | 'peer'; readonly peers: QuietPeer[]};
 
 export function decide({figures, nowMs, rejectStartMs, staleWorkers, heardUntilMs, freshUntilMs}: AdaptiveInput): AdaptiveDecision {
 	// Figures are up to REPORT_LAG_MS old, and a worker is only known to have
@@ -195,6 +206,13 @@ export function decide({figures, nowMs, rejectStartMs, staleWorkers, heardUntilM
 	const peers: QuietPeer[] = figures.peers.map(peer => ({peer: peer.peer, quietMs: peerQuietMs(peer, nowMs), silentMs: Math.max(0, Math.round(knownUntil - (peer.lastMs ?? 0)))}));
 	if (nowMs - rejectStartMs < ADAPTIVE_FLOOR_MS) {
 		return {end: false, why: 'floor', peers};
+	}
+
+	// A pod that has just started may not have seen a slow peer yet (a 1 req/s
+	// one unseen in its first 3 s lost requests in 1 of 50 terminations): it
+	// waits until it has looked YOUNG_LOOK_MS, before and after the signal together.
+	if (figures.observedMs !== undefined && figures.observedMs + nowMs < YOUNG_LOOK_MS) {
+		return {end: false, why: 'young', peers};
 	}
 
 	if (staleWorkers > 0) {

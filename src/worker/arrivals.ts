@@ -27,10 +27,9 @@
  * by its first request: health checkers open one per check.
  */
 import type {Clock, Timer} from '../clock.js';
-import {OTHER_PEERS, type ArrivalsReport, type PeerArrivals} from '../arrivals-report.js';
+import {OTHER_PEERS, RATE_WINDOW_MS, type ArrivalsReport, type PeerArrivals} from '../arrivals-report.js';
 
-/** How far back the rate before the signal looks. */
-export const RATE_WINDOW_MS = 60_000;
+export {RATE_WINDOW_MS} from '../arrivals-report.js';
 /** How often the totals are kept for that window: per second, so that a peer's lulls show. */
 const SNAPSHOT_EVERY_MS = 1000;
 /** A peer's rate since the signal is taken over its arrivals in this long before its last one, */
@@ -91,6 +90,8 @@ interface AfterSignal {
 	/** Each peer's longest silence before the signal, where it missed a second at least. */
 	readonly gaps: ReadonlyMap<string, number>;
 	readonly bySecond: number[];
+	/** How long before the signal this process could count, up to RATE_WINDOW_MS. */
+	readonly observedMs: number;
 	last: {readonly at: number; readonly from: string} | undefined;
 	/** Each peer's arrivals since the signal, and the times of its last RECENT_KEPT (a ring). */
 	readonly peers: Map<string, {count: number; lastAt: number; readonly recent: number[]}>;
@@ -196,9 +197,13 @@ export class Arrivals {
 	/** When the first request was counted: the rate's start in a process younger than the window. */
 	private startedAt: number | undefined;
 
+	/** When counting could begin: the process's drain was made with its first server. */
+	private readonly createdAt: number;
+
 	/** `clock`: one whose timers do not keep the process alive (clock.ts `inBackground`). */
 	constructor(private readonly clock: Clock, {perPeer = true}: ArrivalsOptions = {}) {
 		this.perPeer = perPeer;
+		this.createdAt = clock.now();
 	}
 
 	private now(): number {
@@ -266,7 +271,9 @@ export class Arrivals {
 			}
 		}
 
-		this.after = {startedAt: now, rates, gaps: longestGaps(window), bySecond: [], last: undefined, peers: new Map(), total: 0};
+		// A server taken during the drain was not there before the signal: 0.
+		const observedMs = Math.round(Math.max(0, Math.min(RATE_WINDOW_MS, now - this.createdAt)));
+		this.after = {startedAt: now, rates, gaps: longestGaps(window), bySecond: [], observedMs, last: undefined, peers: new Map(), total: 0};
 		this.version++;
 	}
 
@@ -304,6 +311,7 @@ export class Arrivals {
 			lastMs: after.last ? Math.round(after.last.at - after.startedAt) : null,
 			lastFrom: after.last?.from ?? null,
 			peers: foldExcess(peers),
+			observedMs: after.observedMs,
 		};
 	}
 

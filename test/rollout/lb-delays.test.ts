@@ -31,7 +31,8 @@ test(`two load balancers, ${EARLY_MS} ms and ${LATE_MS} ms late, ${adaptive ? '-
 		rejectPeriodMs: REJECT_PERIOD_MS,
 		// The adaptive phase is shorter: one more termination in about the same time.
 		terminations: adaptive ? 3 : 2,
-		warmupMs: 2000,
+		// Long enough that the adaptive rule has looked 10 s by the end (primary/arrivals.ts YOUNG_LOOK_MS).
+		warmupMs: 4000,
 		log: message => t.log(message),
 		onTermination: termination => t.log(describeTermination(termination)),
 	}, cleanup);

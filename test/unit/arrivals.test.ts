@@ -6,9 +6,14 @@ import {decide, mergeArrivals, quietWindowMs, type ArrivalFigures} from '../../s
 import {Arrivals, MAX_PEERS, PEER_COUNTER, peerName, type Counted} from '../../src/worker/arrivals.js';
 import {FakeClock} from '../helpers/fakes.js';
 
-function worker() {
+/** A worker's arrivals that could count for a minute before its first request (`young`: not that long). */
+function worker({young = false} = {}) {
 	const clock = new FakeClock();
 	const arrivals = new Arrivals(clock);
+	if (!young) {
+		clock.advance(60_000);
+	}
+
 	/** A request while serving on `socket`, as the filters count it. */
 	const serve = (socket: Counted, address: string, userAgent?: string): void => {
 		(socket[PEER_COUNTER] ?? arrivals.counterFor(socket, {remoteAddress: address}, userAgent)).n++;
@@ -263,4 +268,31 @@ test('fresh figures (every worker\'s answer to a request made at a moment) count
 	const base = {rejectStartMs: 0, staleWorkers: 0, figures: figures({peers: [busy], lastMs: 1200})};
 	t.like(decide({...base, nowMs: 2300}), {end: false, why: 'recent-arrival'}, 'reports may be 500 ms old: 600 ms known');
 	t.like(decide({...base, nowMs: 2300, freshUntilMs: 2250}), {end: true}, 'fresh up to 2.25 s: 1.05 s of silence known');
+});
+
+test('a pod that has counted for 3 s waits until it has looked 10 s, before and after the signal together: a slow peer may not have shown yet', t => {
+	const {clock, arrivals, serve} = worker({young: true});
+	const busy = {};
+	for (let tick = 0; tick < 30; tick++) {
+		for (let i = 0; i < 5; i++) {
+			serve(busy, '10.0.0.1');
+		}
+
+		clock.advance(100);
+	}
+
+	arrivals.begin();
+	const figures = mergeArrivals([arrivals.report()]);
+	t.is(figures.observedMs, 3000);
+	t.like(decide({figures, nowMs: 6900, rejectStartMs: 0, staleWorkers: 0}), {end: false, why: 'young'}, '3 s before the signal and 6.9 s after');
+	t.like(decide({figures, nowMs: 7000, rejectStartMs: 0, staleWorkers: 0}), {end: true});
+	t.like(decide({figures: {...figures, observedMs: undefined}, nowMs: 4000, rejectStartMs: 0, staleWorkers: 0}), {end: true}, 'an older helper does not say: no wait');
+});
+
+test('a server taken during the drain (a candidate that listened after the signal): the signal came before it could count, observedMs is 0, never negative (the report must pass the protocol\'s check)', t => {
+	const clock = new FakeClock();
+	clock.advance(10_000);
+	const arrivals = new Arrivals(clock);
+	arrivals.begin(5000);
+	t.is(arrivals.report()!.observedMs, 0);
 });
