@@ -24,7 +24,7 @@
  * loop was blocked (a backlog of requests not yet counted), may be hiding
  * arrivals: the rule waits for it.
  */
-import {OTHER_PEERS, type ArrivalsReport} from '../arrivals-report.js';
+import {OTHER_PEERS, type ArrivalsReport, type PeerArrivals} from '../arrivals-report.js';
 import type {Logger} from '../logger.js';
 import type {Timeline} from '../timeline.js';
 
@@ -52,20 +52,12 @@ export const REPORT_LAG_MS = 500;
 /** A worker that has not reported for this long may be hiding arrivals. */
 export const STALE_REPORT_MS = 1500;
 
-/** One peer, summed over the workers. */
-export interface PeerFigures {
-	readonly peer: string;
-	/** Requests per second in the 60 s before the signal. */
-	readonly ratePerSecond: number;
-	/** App requests since the signal. */
-	readonly count: number;
-	/** Milliseconds from the signal to its last one; null: none since. */
-	readonly lastMs: number | null;
-	/** Its longest silence before the signal, where one was seen (the shortest of the workers': each bounds it). */
-	readonly longestGapMs?: number;
-	/** Its rate over its last arrivals since the signal, summed over the workers; absent when none came. */
-	readonly recentPerSecond?: number;
-}
+/**
+ * One peer, summed over the workers (`mergeArrivals`): the shape of a worker's
+ * (arrivals-report.ts), its rates added, its longest lull the shortest of the
+ * workers' (each bounds it).
+ */
+export type PeerFigures = PeerArrivals;
 
 /** The cluster's figures: what `drain finished` and /status show. */
 export interface ArrivalFigures {

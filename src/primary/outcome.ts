@@ -4,7 +4,7 @@
  * (`outcomeName`).
  */
 import {ExitCode} from '../exit-codes.js';
-import {killReason, lastLive, leftByBasicDrain, placeOf, type WorkerRecord} from './worker-record.js';
+import {basicDrainEnd, killReason, lastLive, leftByBasicDrain, placeOf, type WorkerRecord} from './worker-record.js';
 
 /** What killed the workers left, if anything did. */
 export type ForcedBy = 'deadline' | 'second-signal';
@@ -33,10 +33,9 @@ export function leftCleanly(record: WorkerRecord): boolean {
 		return true;
 	}
 
-	// Disconnected by its basic drain, it ran its own shutdown from then: its own
-	// exit, whatever the code, is that shutdown's verdict (`hookFailures`); so is
-	// the deadline's kill of one that never listened, which held nothing.
-	if (record.leftForBasicDrain === true && ((killReason(state) === undefined && state.signal === null) || (killReason(state) === 'deadline' && placeOf(state).name === 'starting'))) {
+	// Disconnected by its basic drain, it ran its own shutdown from then: how
+	// that ended is the shutdown's verdict (`hookFailures`), not a loss.
+	if (basicDrainEnd(record) !== undefined) {
 		return true;
 	}
 

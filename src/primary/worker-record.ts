@@ -194,6 +194,27 @@ export function leftByBasicDrain(state: Extract<WorkerState, {name: 'gone'}>): b
 }
 
 /**
+ * How a worker the drain's basic drain disconnected ended, where that was its
+ * own shutdown's doing: `own`, it exited by itself (whatever the code: a
+ * failing one is that shutdown's failure); `cut`, the deadline killed it while
+ * its shutdown ran, having never listened (it held nothing). Undefined: not
+ * disconnected so, or ended otherwise (a signal, a kill of one that listened).
+ */
+export function basicDrainEnd(record: WorkerRecord): 'own' | 'cut' | undefined {
+	const {state} = record;
+	if (record.leftForBasicDrain !== true || state.name !== 'gone') {
+		return undefined;
+	}
+
+	const killed = killReason(state);
+	if (killed === undefined && state.signal === null) {
+		return 'own';
+	}
+
+	return killed === 'deadline' && placeOf(state).name === 'starting' ? 'cut' : undefined;
+}
+
+/**
  * How many of the worker's shutdown hooks and app signal listeners failed:
  * those it reported (threw, rejected), plus one for its own exit once its
  * requests were done, if that was a failure (`process.exit(1)` in a hook; 143
@@ -212,11 +233,10 @@ export function hookFailures(record: WorkerRecord): number {
 			if (cut || failedExit) {
 				failures++;
 			}
-		} else if (record.leftForBasicDrain === true) {
+		} else if (basicDrainEnd(record) !== undefined) {
 			// Its own shutdown ran from the disconnect: a failing exit code (one it
 			// could not send included, UNSENT_HOOK_FAILURE_EXIT) or the deadline's kill is its failure.
-			const cut = killReason(state) === 'deadline' && placeOf(state).name === 'starting';
-			if (cut || (killReason(state) === undefined && state.signal === null && !isCleanShutdownCode(state.code))) {
+			if (basicDrainEnd(record) === 'cut' || !isCleanShutdownCode(state.code)) {
 				failures++;
 			}
 		} else if (leftByBasicDrain(state) && state.code === UNSENT_HOOK_FAILURE_EXIT) {

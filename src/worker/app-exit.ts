@@ -42,18 +42,6 @@ export function clearCodeSetBefore(atDrain: number | undefined, logger: Logger):
 	}
 }
 
-/**
- * The process ends by itself after the drain (`'own'`): a failing code its
- * `'beforeExit'` or `'exit'` listeners set then is named at the exit.
- */
-export function nameLateExitCode(logger: Logger): void {
-	process.once('exit', code => {
-		if (!exitingOurselves && isFailingCode(code)) {
-			logger.error({hook: 'the app\'s beforeExit or exit listeners', exitCode: code}, 'the app\'s shutdown exited with a failing code');
-		}
-	});
-}
-
 /** Set when graceful-cluster itself exits (a deadline, a second signal): that code is not the app's. */
 let exitingOurselves = false;
 
@@ -83,7 +71,7 @@ export class ExitWatch {
 		process.prependListener('exit', this.onExit);
 	}
 
-	/** What runs from now to the exit (the basic drain's listeners, which nothing awaits). */
+	/** What runs from now to the exit: listeners nothing awaits (the basic drain's), or those of a process that ends by itself. */
 	blame(name: string): void {
 		this.running = name;
 	}

@@ -76,7 +76,6 @@ if (cluster.isWorker && cluster.worker) {
 
 	/** Some server of the app's began to listen: it serves something. */
 	let listened = false;
-	const servedAnything = (): boolean => listened;
 	// Before the app's first listen(); those the drain does not take are followed here.
 	const servers = followServers(server => {
 		listened = true;
@@ -189,7 +188,7 @@ if (cluster.isWorker && cluster.worker) {
 				// A worker that serves nothing and has no listener for the signal would
 				// die of it under plain Node (a consumer whose timers keep it alive):
 				// so it does, once a listener the app was about to add has had its moment.
-				if (!servedAnything()) {
+				if (!listened) {
 					setTimeout(() => {
 						if (leave === 'late') {
 							logger.info({signal}, 'the app has no listener for the signal: the worker ends as Node would end it');

@@ -5,7 +5,9 @@
  */
 import cluster from 'node:cluster';
 import {systemClock} from '../clock.js';
+import type {Counts} from '../counts.js';
 import type {Logger} from '../logger.js';
+import type {InflightMessage} from '../protocol.js';
 import {workerSettingsFromEnv} from '../settings.js';
 import {LISTEN_SETTLE_MS, remaining} from '../timeline.js';
 import {readWorkerEnv} from '../worker-env.js';
@@ -13,7 +15,7 @@ import {Attachments} from './attach.js';
 import {leaveSignal, type ReceivedDrain, type WorkerChannel} from './channel.js';
 import {ProcessDrain} from './drain.js';
 import {sendFinalMetrics} from './metrics.js';
-import {appExitCode, clearCodeSetBefore, nameLateExitCode} from './app-exit.js';
+import {appExitCode, clearCodeSetBefore, ExitWatch} from './app-exit.js';
 import {appShutdown} from './app-shutdown.js';
 import {getSignalListeners} from './signal-listeners.js';
 import {flushOutput} from './stdio.js';
@@ -67,17 +69,20 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		drain.setAppShutdown(appShutdown(held, logger));
 	}
 
+	/** The drain's counts as they stand, to the primary; `extra`: what this report is besides. */
+	const report = (counts: Counts, extra: Pick<InflightMessage, 'atSignal' | 'hooksFailed' | 'reportId'> = {}): void => {
+		const {closedLongLived, longLivedCut} = drain.summary();
+		const arrivals = drain.arrivals.report();
+		channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {}), ...extra});
+	};
+
 	drain.setHost({
 		progress(counts) {
-			const {closedLongLived, longLivedCut} = drain.summary();
-			const arrivals = drain.arrivals.report();
-			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {})});
+			report(counts);
 		},
 		signalledWhileRetiring(counts) {
 			// The drain's starting point for this worker: sent at once, ahead of anything it tells later.
-			const {closedLongLived, longLivedCut, hooksFailed} = drain.summary();
-			const arrivals = drain.arrivals.report();
-			channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {}), atSignal: true, hooksFailed: hooksFailed ?? 0});
+			report(counts, {atSignal: true, hooksFailed: drain.summary().hooksFailed ?? 0});
 		},
 		covers(address) {
 			channel.send({type: 'covers', address});
@@ -116,8 +121,8 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 					}
 
 					// The app's shutdown left nothing running: the process ends by itself,
-					// after whatever its 'beforeExit' listeners started.
-					nameLateExitCode(logger);
+					// after whatever its 'beforeExit' listeners started; a failing code they set is named.
+					new ExitWatch(logger).blame('the app\'s beforeExit or exit listeners');
 					process.channel?.unref();
 				});
 			});
@@ -131,10 +136,7 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		drain.endReject();
 	};
 	channel.reportNow = id => {
-		const counts = drain.counts;
-		const {closedLongLived, longLivedCut} = drain.summary();
-		const arrivals = drain.arrivals.report();
-		channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {}), reportId: id});
+		report(drain.counts, {reportId: id});
 	};
 	channel.drainWhileRetiring = ({message, receivedAt}) => {
 		if (message.type === 'drain') {

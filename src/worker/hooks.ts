@@ -135,10 +135,8 @@ export class Shutdown {
 
 			// Node ran them itself when the app's shutdown left the loop empty
 			// ('idle'); an app that signalled itself meant to die of it, without them.
-			if (this.ended === undefined || this.ended === 'called') {
-				if (this.exitListeners().length > 0) {
-					await watch.around('the app\'s beforeExit listeners', async () => runExitCleanup(this.exitListeners, run.logger, onFailure, this.exitListeners === processExitListeners ? EXIT_SETTLE_MS : 0));
-				}
+			if ((this.ended === undefined || this.ended === 'called') && this.exitListeners().length > 0) {
+				await watch.around('the app\'s beforeExit listeners', async () => runExitCleanup(this.exitListeners, run.logger, onFailure, this.exitListeners === processExitListeners ? EXIT_SETTLE_MS : 0));
 			}
 		} finally {
 			watch.stop();

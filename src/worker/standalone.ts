@@ -9,7 +9,7 @@ import type {Logger} from '../logger.js';
 import {isCleanShutdownCode} from '../signals.js';
 import {isDuplicateSignal, type Timeline} from '../timeline.js';
 import type {DrainSummary, ProcessDrain} from './drain.js';
-import {appExitCode, clearCodeSetBefore, exitOurselves, failingExitCode, nameLateExitCode} from './app-exit.js';
+import {appExitCode, clearCodeSetBefore, exitOurselves, ExitWatch, failingExitCode} from './app-exit.js';
 import {appShutdown} from './app-shutdown.js';
 import {holdSignalListeners} from './signal-listeners.js';
 import {blockOutput, flushOutput} from './stdio.js';
@@ -64,7 +64,7 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 				// The app's shutdown left nothing running: the process ends by itself,
 				// bounded by the deadline but not kept alive by it.
 				deadline?.unref();
-				nameLateExitCode(logger);
+				new ExitWatch(logger).blame('the app\'s beforeExit or exit listeners');
 				process.exitCode = code;
 			});
 		},
