@@ -167,12 +167,6 @@ export interface AdaptiveInput {
 	/** Workers whose figures may be stale or missing: the rule waits. */
 	readonly staleWorkers: number;
 	/**
-	 * The oldest of the workers' last heartbeats, in ms since the signal: each
-	 * proves its loop ran then, so arrivals before it are counted; after it, a
-	 * loop that blocked since may hold some unread. Undefined: no worker.
-	 */
-	readonly heardUntilMs?: number | undefined;
-	/**
 	 * The figures are every worker's answer to a request sent at this moment
 	 * (ms since the signal): complete up to it, with no report lag.
 	 */
@@ -190,11 +184,10 @@ export type AdaptiveDecision =
 	| {readonly end: true; readonly peers: QuietPeer[]}
 	| {readonly end: false; readonly why: 'floor' | 'young' | 'recent-arrival' | 'stale-report' | 'too-many-peers' | 'peer'; readonly peers: QuietPeer[]};
 
-export function decide({figures, nowMs, rejectStartMs, staleWorkers, heardUntilMs, freshUntilMs}: AdaptiveInput): AdaptiveDecision {
-	// Figures are up to REPORT_LAG_MS old, and a worker is only known to have
-	// read its sockets up to its last heartbeat: what they show as silent is
-	// silent up to the earlier of the two only. Fresh ones, up to their request.
-	const knownUntil = freshUntilMs ?? Math.min(nowMs - REPORT_LAG_MS, heardUntilMs ?? Number.POSITIVE_INFINITY);
+export function decide({figures, nowMs, rejectStartMs, staleWorkers, freshUntilMs}: AdaptiveInput): AdaptiveDecision {
+	// Reports are up to REPORT_LAG_MS old: what they show as silent is silent up
+	// to then only. Fresh figures, every worker's answer, up to their request.
+	const knownUntil = freshUntilMs ?? nowMs - REPORT_LAG_MS;
 	const peers: QuietPeer[] = figures.peers.map(peer => ({peer: peer.peer, quietMs: peerQuietMs(peer, nowMs), silentMs: Math.max(0, Math.round(knownUntil - (peer.lastMs ?? 0)))}));
 	if (nowMs - rejectStartMs < ADAPTIVE_FLOOR_MS) {
 		return {end: false, why: 'floor', peers};

@@ -132,14 +132,6 @@ test('a worker that read the drain late (a busy loop) dates its arrivals from th
 	t.like(arrivals.report(), {lastMs: 1700, bySecond: [0, 1]});
 });
 
-test('the rule counts silence only up to the oldest worker\'s last heartbeat: a loop that blocked since may hold unread requests', t => {
-	const busy = {peer: 'lb1', ratePerSecond: 100, count: 120, lastMs: 1200};
-	const input = {figures: figures({peers: [busy], lastMs: 1200}), nowMs: 4000, rejectStartMs: 0, staleWorkers: 0};
-	t.like(decide(input), {end: true});
-	t.like(decide({...input, heardUntilMs: 2000}), {end: false, why: 'recent-arrival'}, 'heard from up to 2.0 s only: 0.8 s of known silence');
-	t.like(decide({...input, heardUntilMs: 2300}), {end: true});
-});
-
 test('peers before and after the signal past MAX_PEERS: the excess joins other, none is dropped', t => {
 	const {arrivals, serve} = worker();
 	for (let i = 0; i < MAX_PEERS; i++) {
