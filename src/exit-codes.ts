@@ -44,7 +44,7 @@ export const EXIT_CODE_MEANINGS: Readonly<Record<keyof typeof ExitCode, string>>
 	INTERNAL: 'a bug in graceful-cluster; please report it',
 	USAGE: 'bad flags, environment values, or a missing script; nothing was started',
 	DEADLINE: 'the grace period ran out; the workers left were killed',
-	SECOND_SIGNAL: 'a second SIGTERM/SIGINT/SIGQUIT during the drain, 50 ms or more after the first (a closer one is the same Ctrl-C forwarded by npm); the workers were killed at once',
+	SECOND_SIGNAL: 'a second SIGTERM/SIGINT/SIGQUIT during the drain, 100 ms or more after the first (a closer one is the same Ctrl-C forwarded by npm); the workers were killed at once',
 	WORKER_LOST: 'a worker left the drain without draining: one with a drained server exited (or was killed as hung) before it reported that its requests were done, whatever its last in-flight count; one with nothing to drain died before the drain disconnected it, or listened and was killed at the deadline. An exit during its shutdown (its hooks; with nothing to drain, its own listeners once disconnected: a failing code there is 7), or before it ever listened, does not count',
 	START_FAILED: 'the app failed to start --max-start-failures times in a row (crashed before listening, or did not listen within --listen-timeout)',
 	HOOK_FAILED: 'every request was served, but the app\'s shutdown failed: an onShutdown hook, one of its own signal or beforeExit listeners threw, rejected, or set a failing exit code (process.exitCode, process.exit(n)), named in the log',

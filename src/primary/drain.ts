@@ -69,6 +69,8 @@ export class ClusterDrain {
 	private readonly timers: TimerGroup;
 	/** Set once the reject phase is over; undefined while it runs. */
 	private rejectEnd: RejectEnd | undefined;
+	/** When `start()`'s own work was done: a signal handled right after it came during it. */
+	private startWorkDoneAt: number | undefined;
 	private readonly adaptive: AdaptiveReject;
 	/** Workers with nothing to drain get the basic drain (basic-drain.ts). */
 	private readonly basic: BasicDrain;
@@ -128,6 +130,7 @@ export class ClusterDrain {
 		fleet.on('gone', this.check);
 		fleet.on('message', this.onMessage);
 		fleet.on('listening', this.basic.onListening);
+		this.startWorkDoneAt = this.options.clock.now();
 		this.check();
 	}
 
@@ -209,7 +212,10 @@ export class ClusterDrain {
 			return;
 		}
 
-		if (isDuplicateSignal(this.startedAt, this.options.clock.now())) {
+		// A copy that arrived while the first one was being handled waits for that
+		// work (tens of ms on a loaded machine): the window counts from its end too.
+		const now = this.options.clock.now();
+		if (isDuplicateSignal(this.startedAt, now) || isDuplicateSignal(this.startWorkDoneAt ?? this.startedAt, now)) {
 			this.options.logger.info({signal}, 'repeated signal right after the first; ignoring it');
 			return;
 		}
