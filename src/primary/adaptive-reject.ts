@@ -11,7 +11,7 @@ import type {Timeline} from '../timeline.js';
 import {LOOP_SAMPLE_MS} from '../worker/heartbeat.js';
 import {decide, REPORT_LAG_MS, STALE_REPORT_MS, type AdaptiveDecision, type ArrivalFigures} from './arrivals.js';
 import type {Fleet} from './fleet.js';
-import {isAttached, type WorkerRecord} from './worker-record.js';
+import {isAttached, uncovered, type WorkerRecord} from './worker-record.js';
 
 /** How often the rule looks during the reject phase. */
 export const ADAPTIVE_CHECK_MS = 250;
@@ -96,8 +96,8 @@ export class AdaptiveReject {
 	}
 
 	/**
-	 * A worker whose arrivals the rule cannot see: nothing drained (its requests are
-	 * not counted), no report since the signal yet, or a silent event loop (its
+	 * A worker whose arrivals the rule cannot see: nothing drained, a server it
+	 * does not count (its requests are not counted), no report since the signal yet, or a silent event loop (its
 	 * heartbeat late: it may hold arrivals it has not told).
 	 */
 	private isStale(record: WorkerRecord): boolean {
@@ -106,7 +106,8 @@ export class AdaptiveReject {
 			return false;
 		}
 
-		if (!isAttached(state) || record.report?.arrivals === undefined) {
+		// A server nothing counts (not HTTP, left out) may still be sent to.
+		if (!isAttached(state) || record.report?.arrivals === undefined || uncovered(record).length > 0) {
 			return true;
 		}
 

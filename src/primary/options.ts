@@ -59,7 +59,7 @@ export const DEFAULT_PRIMARY_OPTIONS: Omit<PrimaryOptions, 'script' | 'args' | '
 	backoffResetMs: 30_000,
 	workerTimeoutMs: 30_000,
 	hungStack: false,
-	adaptiveReject: true,
+	adaptiveReject: false,
 	autoAttach: true,
 	maxMemoryBytes: 0,
 	maxRequests: 0,

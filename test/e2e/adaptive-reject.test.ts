@@ -48,7 +48,7 @@ function node(port: number, address: string) {
 }
 
 /** `adaptive`: the flag's value, or the default (no flag). */
-async function drainWithNodes(t: ExecutionContext, adaptive: 'default' | 'off', lateMs: number) {
+async function drainWithNodes(t: ExecutionContext, adaptive: 'on' | 'off' | 'default', lateMs: number) {
 	const app = await startCluster(t, ['--reject-period', '8s', '--grace-period', '20s', ...(adaptive === 'default' ? [] : ['--adaptive-reject', adaptive])], fixture('app.mjs'));
 	const early = node(app.port, '127.0.0.2');
 	const late = node(app.port, '127.0.0.3');
@@ -78,8 +78,8 @@ async function drainWithNodes(t: ExecutionContext, adaptive: 'default' | 'off', 
 	return {app, finished, exit, signalAt, early, late};
 }
 
-test('the default (--adaptive-reject on): the reject phase ends once the late node has been quiet for its window, not at the 8 s period; the figures name it', async t => {
-	const {app, finished, exit} = await drainWithNodes(t, 'default', 2500);
+test('--adaptive-reject on: the reject phase ends once the late node has been quiet for its window, not at the 8 s period; the figures name it', async t => {
+	const {app, finished, exit} = await drainWithNodes(t, 'on', 2500);
 	t.is(exit.code, 0, app.text());
 	const ended = app.lines.find(line => line.msg === 'reject phase ended early: the load balancers have stopped sending');
 	t.truthy(ended, 'the adaptive rule ended it');
@@ -99,8 +99,8 @@ test('the default (--adaptive-reject on): the reject phase ends once the late no
 	t.regex(String(finished['advice']), /ended early \(adaptive\) \d\.\d s after the last app request seen, 2\.\d s after the signal; requests after the end, if any, were refused unseen/);
 });
 
-test('--adaptive-reject off: the full period; the figures still say when the load balancer stopped', async t => {
-	const {app, finished, exit} = await drainWithNodes(t, 'off', 1000);
+test('--adaptive-reject off (the default): the full period; the figures still say when the load balancer stopped', async t => {
+	const {app, finished, exit} = await drainWithNodes(t, 'default', 1000);
 	t.is(exit.code, 0, app.text());
 	t.falsy(app.lines.find(line => line.msg === 'reject phase ended early: the load balancers have stopped sending'));
 	t.like(finished, {rejectEnd: 'period', rejectEndedMs: 8000, lastArrivalFrom: '127.0.0.3'});
