@@ -1,12 +1,23 @@
 /**
- * What a drain counts, in one shape: a filter's, a process's (the sum of its
- * filters), a worker's report to the primary (protocol.ts), the cluster's (the
- * sum of the reports). One type and one way to add them up, so a count cannot
- * be spelled differently on the two sides of the IPC channel.
+ * What a drain counts, in one shape, from a worker's filters to `drain
+ * finished`: a filter's counts, a process's (its filters' sum and what its
+ * drain closed), a worker's reports (protocol.ts), the cluster's sums
+ * (primary/drain-counts.ts). A figure added here is carried, validated, summed
+ * and shown by every side; only the filter that counts it is left to write.
  */
-export interface Counts {
+
+/** What is open now: it rises and falls. */
+export interface Open {
 	/** Requests (HTTP/2 streams) handed to the app whose response has not closed yet; long-lived ones apart. */
 	readonly inflight: number;
+	/** Upgraded connections (WebSockets) still open. Never in `inflight`. */
+	readonly upgrades: number;
+	/** Event-stream responses still open, once sorted out of `inflight` at drain time. */
+	readonly streams: number;
+}
+
+/** What a drain (or a retire) counted since it began: it only grows. */
+export interface Tally {
 	/** Responses to app requests that completed during the drain. */
 	readonly served: number;
 	/**
@@ -17,36 +28,88 @@ export interface Counts {
 	readonly aborted: number;
 	/** Requests answered with the drain 503 (or, asking for an event stream, a `retry:` and an end). */
 	readonly rejected: number;
-	/** Upgraded connections (WebSockets) still open. Never counted in `inflight`. */
-	readonly upgrades: number;
-	/** Event-stream responses still open, once sorted out of `inflight` at drain time. */
-	readonly streams: number;
+	/**
+	 * Requests a retiring worker sent to another one instead of serving them: an
+	 * event stream told to reconnect at once, a WebSocket handshake answered 503
+	 * with `Retry-After: 0`. The pod serves them, so they are not `rejected`.
+	 */
+	readonly redirected: number;
+	/** Upgraded connections and event streams the app left open, closed by the drain. */
+	readonly closedLongLived: number;
+	/** Of those, the ones whose close did not complete in time and were destroyed. */
+	readonly longLivedCut: number;
 }
 
+export type TallyField = keyof Tally;
+
 /**
- * The sum of `parts`; a part may be missing (a worker that never reported).
- * Reads each field once: a filter's counts are getters.
+ * Each figure of the tally and what it counts. `requests`: unknown (not 0)
+ * where no worker counted its requests; `connections`: the drain's own
+ * closes, known either way.
  */
-export function sumCounts(parts: Iterable<Counts | undefined>): Counts {
-	let inflight = 0;
-	let served = 0;
-	let aborted = 0;
-	let rejected = 0;
-	let upgrades = 0;
-	let streams = 0;
+export const TALLY: Readonly<Record<TallyField, 'requests' | 'connections'>> = {
+	served: 'requests',
+	aborted: 'requests',
+	rejected: 'requests',
+	redirected: 'requests',
+	closedLongLived: 'connections',
+	longLivedCut: 'connections',
+};
+
+export const TALLY_FIELDS = Object.keys(TALLY) as readonly TallyField[];
+const OPEN: Readonly<Record<keyof Open, true>> = {inflight: true, upgrades: true, streams: true};
+export const OPEN_FIELDS = Object.keys(OPEN) as ReadonlyArray<keyof Open>;
+
+/** A worker's drain as it stands: what is open and what it counted. */
+export interface Counts extends Open, Tally {}
+
+/** What one request filter counts: the long-lived closes are its process's (worker/long-lived.ts). */
+export type FilterCounts = Omit<Counts, 'closedLongLived' | 'longLivedCut'>;
+const FILTER_FIELDS = [...OPEN_FIELDS, ...TALLY_FIELDS.filter(field => field !== 'closedLongLived' && field !== 'longLivedCut')] as ReadonlyArray<keyof FilterCounts>;
+const COUNT_FIELDS: ReadonlyArray<keyof Counts> = [...OPEN_FIELDS, ...TALLY_FIELDS];
+
+/**
+ * `fields` summed over `parts`; a part may be missing (a worker that never
+ * reported). Reads each field once: a filter's counts are getters.
+ */
+function sum<K extends keyof Counts>(fields: readonly K[], parts: Iterable<Readonly<Record<K, number>> | undefined>): Record<K, number> {
+	const total = Object.fromEntries(fields.map(field => [field, 0])) as Record<K, number>;
 	for (const part of parts) {
 		if (part !== undefined) {
-			inflight += part.inflight;
-			served += part.served;
-			aborted += part.aborted;
-			rejected += part.rejected;
-			upgrades += part.upgrades;
-			streams += part.streams;
+			for (const field of fields) {
+				total[field] += part[field];
+			}
 		}
 	}
 
-	return {inflight, served, aborted, rejected, upgrades, streams};
+	return total;
 }
 
-/** A plain copy of `counts` (a filter's getters read once), for a message or a log line. */
+/** The filters' counts, summed. */
+export const sumFilterCounts = (filters: Iterable<FilterCounts>): FilterCounts => sum(FILTER_FIELDS, filters);
+
+/** The workers' counts, summed. */
+export const sumCounts = (parts: Iterable<Counts | undefined>): Counts => sum(COUNT_FIELDS, parts);
+
+/** What is open, summed over the workers' last reports. */
+export const sumOpen = (parts: Iterable<Open | undefined>): Open => sum(OPEN_FIELDS, parts);
+
+/** What is open, alone. */
+export const openOf = ({inflight, upgrades, streams}: Open): Open => ({inflight, upgrades, streams});
+
+/** No connection and no request open: a worker that said its requests are done. */
+export const NOTHING_OPEN: Open = {inflight: 0, upgrades: 0, streams: 0};
+
+/**
+ * The tally in `counts`; a figure it lacks (a message from an older helper
+ * leaves out the figures added later) is `last`'s, or 0.
+ */
+export function tallyOf(counts: Partial<Tally> | undefined, last?: Tally): Tally {
+	return Object.fromEntries(TALLY_FIELDS.map(field => [field, counts?.[field] ?? last?.[field] ?? 0])) as Record<TallyField, number>;
+}
+
+/** A plain copy of `counts` (getters read once), for a message or a log line. */
 export const copyCounts = (counts: Counts): Counts => sumCounts([counts]);
+
+/** A change of any figure changes this key. */
+export const countsKey = (counts: Counts): string => COUNT_FIELDS.map(field => counts[field]).join(' ');

@@ -17,8 +17,6 @@
  * land inside another.
  */
 import {writeSync} from 'node:fs';
-import {UsageError} from './errors.js';
-import {readWorkerEnv, WORKER_ENV} from './worker-env.js';
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
 export type LogLevel = typeof LOG_LEVELS[number];
@@ -303,18 +301,4 @@ function serializeError(value: unknown, writing = new Set<unknown>()): unknown {
 
 	writing.delete(value);
 	return serialized;
-}
-
-/**
- * `GRACEFUL_CLUSTER_LOG_LEVEL` as the worker helper reads it (the CLI checks
- * its own flag): a value that is not a level is a usage error naming the
- * variable.
- */
-export function logLevelFromEnv(env: Record<string, string | undefined>): LogLevel {
-	const level = readWorkerEnv(env).logLevel;
-	if (!isLogLevel(level)) {
-		throw new UsageError(`${WORKER_ENV.logLevel}: "${level}" is not a level. Use one of ${LOG_LEVELS.join(', ')}.`);
-	}
-
-	return level;
 }

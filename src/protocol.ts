@@ -8,7 +8,7 @@
  * app's copy of the worker helper can be different installs, hence the version.
  */
 import {isArrivalsReport, MAX_ARRIVAL_PEERS, MAX_ARRIVAL_SECONDS, type ArrivalsReport} from './arrivals-report.js';
-import type {Counts} from './counts.js';
+import {TALLY_FIELDS, type Open, type Tally} from './counts.js';
 import {isMetricsJson, MAX_METRIC_VALUES, MAX_METRICS, type MetricJson} from './metrics-json.js';
 
 export const PROTOCOL_VERSION = 1;
@@ -120,23 +120,23 @@ export interface ListeningApartMessage {
 }
 
 /**
- * Responses that closed during the drain without completing (counts.ts);
- * optional in every message: an older helper does not tell them apart and
- * counts them in `served`.
+ * A drain's tally as a message carries it (counts.ts): `served` and `rejected`
+ * in every version; a figure added later is optional, since an older helper
+ * leaves it out (the primary keeps its last known value).
  */
-export interface Aborted {
-	readonly aborted?: number;
-}
+export type WireTally = Pick<Tally, FirstTally> & Partial<Omit<Tally, FirstTally>>;
+const FIRST_TALLY = ['served', 'rejected'] as const;
+type FirstTally = (typeof FIRST_TALLY)[number];
 
-/** Worker -> primary, during a drain, throttled: requests still running, long-lived connections still open (counts.ts). */
-export interface InflightMessage extends Omit<Counts, 'aborted'>, Aborted, LongLivedEnds {
+/** Worker -> primary, during a drain, throttled: what is open and what was counted so far (counts.ts). */
+export interface InflightMessage extends Open, WireTally {
 	readonly type: 'inflight';
 	/** The app requests that arrived since the signal (worker/arrivals.ts). Absent from an older helper. */
 	readonly arrivals?: ArrivalsReport;
 	/**
 	 * Sent by a worker a reload retired when a drain's signal reaches it: its
 	 * counts (since the retire) at that moment, which the drain counts from
-	 * (primary/drain.ts). Absent otherwise, and from an older helper.
+	 * (primary/drain-counts.ts). Absent otherwise.
 	 */
 	readonly atSignal?: boolean;
 	/** With `atSignal`: its hooks that had failed by then (a `hook-failed` may still be on its way). */
@@ -146,26 +146,13 @@ export interface InflightMessage extends Omit<Counts, 'aborted'>, Aborted, LongL
 }
 
 /**
- * What became of the long-lived connections the drain closed, so far. Optional
- * in every message: an older helper does not send them.
- */
-export interface LongLivedEnds {
-	/** Upgraded connections and event streams the app left open, closed by the drain. */
-	readonly closedLongLived?: number;
-	/** Of those, the ones whose close did not complete in time (`UPGRADE_CLOSE_WAIT_MS`) and were destroyed. */
-	readonly longLivedCut?: number;
-}
-
-/**
  * Worker -> primary: every request is done; the app's shutdown hooks run next.
  * Sent, and acknowledged, before the first hook runs: a hook that ends with
  * `process.exit()` (close the pool, exit) then leaves a worker the primary
  * knows was done serving, not a lost one.
  */
-export interface HooksMessage extends Aborted, LongLivedEnds {
+export interface HooksMessage extends WireTally {
 	readonly type: 'hooks';
-	readonly served: number;
-	readonly rejected: number;
 	/** The arrivals' figures as the hooks start: a hook's `process.exit()` leaves no later report. Absent from an older helper. */
 	readonly arrivals?: ArrivalsReport;
 }
@@ -181,12 +168,11 @@ export interface HookFailedMessage {
 	readonly hook: string;
 }
 
-/** Worker -> primary: nothing in flight, hooks ran, about to exit 0. */
-export interface DrainedMessage extends Aborted, LongLivedEnds {
+/** Worker -> primary: nothing in flight, hooks ran, about to exit. */
+export interface DrainedMessage extends WireTally {
 	readonly type: 'drained';
-	readonly served: number;
-	readonly rejected: number;
 	readonly durationMs: number;
+	/** Sent by every helper that sends `drained`. */
 	readonly closedLongLived: number;
 	/** Hooks and app signal listeners that threw or rejected (each also told in a `hook-failed` message). Absent from an older helper. */
 	readonly hooksFailed?: number;
@@ -194,8 +180,24 @@ export interface DrainedMessage extends Aborted, LongLivedEnds {
 	readonly arrivals?: ArrivalsReport;
 }
 
-/** What a worker's drain did, as it tells the primary in its `drained` message. */
-export type DrainSummary = Omit<DrainedMessage, 'type'>;
+/** What a worker's drain did: its `worker drained` line, and its `drained` message. */
+export interface DrainSummary extends Tally {
+	readonly durationMs: number;
+	readonly hooksFailed: number;
+}
+
+/** How often a worker sends its heartbeat. */
+export const HEARTBEAT_INTERVAL_MS = 1000;
+
+/**
+ * How often the loop's delay is sampled. A stall shows, in the first sample
+ * after it, within one period of its length (a sample falls due during it);
+ * one shorter than a period may read short. The adaptive reject end reads it
+ * against half a second (primary/arrivals.ts REPORT_LAG_MS). Ten wake-ups a
+ * second: a 20 ms sample cost each idle worker about 3.5 ms of CPU a second
+ * more (bench/idle-cpu.js --cli, side by side).
+ */
+export const LOOP_SAMPLE_MS = 100;
 
 /**
  * Worker -> primary, every second, from the worker's main event loop (the
@@ -295,7 +297,30 @@ export type Parsed<T> =
 	| {readonly kind: 'invalid'; readonly reason: string};
 
 /** A field's kind; `?`: it may be absent (added later: the other side may be an older copy). */
-type FieldKind = 'count' | 'text' | 'texts' | 'notice' | 'metrics' | 'count?' | 'signal?' | 'flag?' | 'time?' | 'arrivals?';
+type FieldKind = keyof KindTypes;
+/** What each kind holds once checked. */
+interface KindTypes {
+	count: number;
+	text: string;
+	texts: readonly string[];
+	notice: NoticeCode;
+	metrics: readonly MetricJson[];
+	'count?': number;
+	'signal?': string;
+	'flag?': boolean;
+	'time?': number;
+	'arrivals?': ArrivalsReport;
+}
+
+/** The kinds that fit field `K` of `M`: its type, and `?` exactly where it is optional. */
+type KindsFor<M, K extends keyof M> = {
+	[Kind in FieldKind]: (Kind extends `${string}?` ? true : false) extends ({} extends Pick<M, K> ? true : false)
+		? (NonNullable<M[K]> extends KindTypes[Kind] ? Kind : never)
+		: never;
+}[FieldKind];
+/** A message's validator: every field of its interface, each with a kind that fits, and nothing else. */
+type Validator<M> = {readonly [K in Exclude<keyof M, 'type'>]-?: KindsFor<M, K>};
+
 /** The most `texts` one message may carry: failing readiness checks. */
 export const MAX_TEXTS = 32;
 const SIGNAL = /^SIG[A-Z0-9]{2,10}$/;
@@ -314,7 +339,9 @@ const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; rea
 };
 
 /** Which fields each message must carry, and of what kind. */
-const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
+const OPEN_KINDS: Validator<Open> = {inflight: 'count', upgrades: 'count', streams: 'count'};
+const TALLY_KINDS = Object.fromEntries(TALLY_FIELDS.map(field => [field, (FIRST_TALLY as readonly string[]).includes(field) ? 'count' : 'count?'])) as Validator<WireTally>;
+const FIELDS: {readonly [T in Message['type']]: Validator<Extract<Message, {type: T}>>} = {
 	drain: {servePeriodMs: 'count', rejectPeriodMs: 'count', gracePeriodMs: 'count', signal: 'signal?', signalAt: 'time?'},
 	retire: {lingerMs: 'count', signal: 'signal?', notReady: 'flag?'},
 	attached: {warming: 'flag?'},
@@ -323,10 +350,10 @@ const FIELDS: Record<Message['type'], Readonly<Record<string, FieldKind>>> = {
 	notice: {code: 'notice'},
 	covers: {address: 'text', drained: 'flag?'},
 	'listening-apart': {address: 'text'},
-	inflight: {inflight: 'count', served: 'count', aborted: 'count?', rejected: 'count', upgrades: 'count', streams: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?', atSignal: 'flag?', hooksFailed: 'count?', reportId: 'count?'} satisfies Record<keyof (Counts & LongLivedEnds & {arrivals?: unknown; atSignal?: unknown; hooksFailed?: unknown; reportId?: unknown}), FieldKind>,
-	hooks: {served: 'count', aborted: 'count?', rejected: 'count', closedLongLived: 'count?', longLivedCut: 'count?', arrivals: 'arrivals?'},
+	inflight: {...OPEN_KINDS, ...TALLY_KINDS, arrivals: 'arrivals?', atSignal: 'flag?', hooksFailed: 'count?', reportId: 'count?'},
+	hooks: {...TALLY_KINDS, arrivals: 'arrivals?'},
 	'hook-failed': {hook: 'text'},
-	drained: {served: 'count', aborted: 'count?', rejected: 'count', durationMs: 'count', closedLongLived: 'count', longLivedCut: 'count?', hooksFailed: 'count?', arrivals: 'arrivals?'},
+	drained: {...TALLY_KINDS, closedLongLived: 'count', durationMs: 'count', hooksFailed: 'count?', arrivals: 'arrivals?'},
 	'metrics-request': {id: 'count'},
 	'serve-now': {},
 	'end-reject': {},
@@ -359,7 +386,7 @@ export function parseMessage<T extends Message>(raw: unknown, accept: ReadonlyAr
 		return {kind: 'invalid', reason: `unexpected message type ${JSON.stringify(type)?.slice(0, 40)}`};
 	}
 
-	for (const [field, kind] of Object.entries(FIELDS[type as Message['type']])) {
+	for (const [field, kind] of Object.entries(FIELDS[type as Message['type']]) as Array<[string, FieldKind]>) {
 		if (!CHECKS[kind].test((body as Record<string, unknown>)[field])) {
 			return {kind: 'invalid', reason: `${type}.${field} is not ${CHECKS[kind].expected}`};
 		}

@@ -9,25 +9,11 @@
  * A cluster worker learns the timeline by one route only: the drain message,
  * which carries what is left of it when the primary sends it (`remaining`).
  *
- * Glossary: the sides name the same stretch in words of their own. A worker by
- * its drain phase (worker/drain.ts `Phase`); the primary by its drain's state
- * (primary/drain.ts `DrainState`) and by each worker's record (worker-record.ts);
- * /status and `graceful_cluster_drain_phase` by their phase (primary/status.ts
- * `DrainPhase`, with its number). Read across:
- *
- *   stretch                              worker    primary's drain  worker record  /status
- *   before the signal                    serving   (none)           listening      serving 0
- *   signal .. serve                      serve     draining         listening      serve 1
- *   serve .. serve + reject              reject    draining         listening      reject 2
- *   listening stopped .. requests done   closing   draining         listening      closing 3
- *   the app's shutdown hooks             hooks     draining         hooks          closing 3
- *   said so, exiting                     done      draining         drained        closing 3
- *   deadline or second signal .. gone    (killed)  killing          killed         stopping 4
- *   every worker gone                    -         finished         gone           stopping 4
- *   a reload replaced it, leaving        retiring  (none)           retiring       serving 0
- *
- * The primary's own state (primary/index.ts) is `draining` from the signal
- * until its drain finishes, then `stopped` (shown as `stopping`).
+ * The stretches have one set of names (`TimelinePhase`): a worker's phase
+ * machine adds `hooks` and `done` inside `closing`, and `retiring` for a
+ * reload (worker/phase.ts); /status and `graceful_cluster_drain_phase` show
+ * them as they are. The primary's drain and its worker records have states of
+ * their own: where a process is in its life, not where the drain is.
  */
 import {formatDuration} from './duration.js';
 import {UsageError} from './errors.js';
@@ -70,6 +56,24 @@ export const LISTEN_SETTLE_MS = 1000;
 
 /** When, from the signal, the reject phase ends and listening stops. */
 export const rejectEndsAt = (timeline: Timeline): number => timeline.servePeriodMs + timeline.rejectPeriodMs;
+
+/**
+ * A drain's stretches, in order: before the signal, new requests served, new
+ * requests refused, listening stopped while requests finish and the app shuts
+ * down, the workers left being killed or the drain over. Their index is
+ * `graceful_cluster_drain_phase`.
+ */
+export const TIMELINE_PHASES = ['serving', 'serve', 'reject', 'closing', 'stopping'] as const;
+export type TimelinePhase = (typeof TIMELINE_PHASES)[number];
+
+/** Where a drain stands `elapsedMs` after its signal, its reject phase ending at `rejectEndMs` (earlier than the timeline's after an adaptive end). */
+export function phaseAt(timeline: Timeline, elapsedMs: number, rejectEndMs = rejectEndsAt(timeline)): Extract<TimelinePhase, 'serve' | 'reject' | 'closing'> {
+	if (elapsedMs < timeline.servePeriodMs) {
+		return 'serve';
+	}
+
+	return elapsedMs < rejectEndMs ? 'reject' : 'closing';
+}
 
 /**
  * What is left of `timeline` `elapsedMs` after the signal: phases already (partly)

@@ -12,7 +12,7 @@ import {LOG_LEVELS} from './logger.js';
 import {LOG_FORMATS, type LogFormat} from './primary/log-format.js';
 import type {MetricsAddress} from './primary/options.js';
 import {envName, parseDurationSetting} from './settings.js';
-import {HEARTBEAT_INTERVAL_MS} from './worker/heartbeat.js';
+import {HEARTBEAT_INTERVAL_MS} from './protocol.js';
 
 /** What an option's value is: the label `--help` shows, and how errors name it. */
 export const VALUE_KINDS = {

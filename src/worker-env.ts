@@ -19,6 +19,8 @@
  * prom-client.
  */
 import {parseDuration} from './duration.js';
+import {UsageError} from './errors.js';
+import {isLogLevel, LOG_LEVELS, type LogLevel} from './logger.js';
 import {DEFAULT_LOG_LEVEL, envName, workerSettingsToEnv, type WorkerSettings} from './settings.js';
 
 /** The variables beside the worker settings' own. */
@@ -69,7 +71,7 @@ export interface HeartbeatOptions {
 
 /** What a worker reads back; the worker settings apart (`workerSettingsFromEnv`: they can be malformed). */
 export interface WorkerEnv {
-	/** Unchecked: logger.ts' `logLevelFromEnv` names a bad one, where a user wrote it (standalone mode). */
+	/** Unchecked: `logLevelFromEnv` names a bad one, where a user wrote it (standalone mode). */
 	readonly logLevel: string;
 	readonly heartbeat: HeartbeatOptions;
 	/** Every HTTP server the worker listens on is drained, not only those passed to attach(). */
@@ -110,4 +112,18 @@ export function readWorkerEnv(env: Record<string, string | undefined>): WorkerEn
 		// Absent (a primary of another version): counted, as that primary may read them.
 		peerRates: env[WORKER_ENV.peerRates] !== 'off',
 	};
+}
+
+/**
+ * `GRACEFUL_CLUSTER_LOG_LEVEL` as the worker helper reads it (the CLI checks
+ * its own flag): a value that is not a level is a usage error naming the
+ * variable.
+ */
+export function logLevelFromEnv(env: Record<string, string | undefined>): LogLevel {
+	const level = readWorkerEnv(env).logLevel;
+	if (!isLogLevel(level)) {
+		throw new UsageError(`${WORKER_ENV.logLevel}: "${level}" is not a level. Use one of ${LOG_LEVELS.join(', ')}.`);
+	}
+
+	return level;
 }

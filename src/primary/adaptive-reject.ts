@@ -8,7 +8,7 @@
  */
 import type {Clock} from '../clock.js';
 import type {Timeline} from '../timeline.js';
-import {LOOP_SAMPLE_MS} from '../worker/heartbeat.js';
+import {LOOP_SAMPLE_MS} from '../protocol.js';
 import {decide, REPORT_LAG_MS, STALE_REPORT_MS, type AdaptiveDecision, type ArrivalFigures} from './arrivals.js';
 import type {Fleet} from './fleet.js';
 import {isAttached, uncovered, type WorkerRecord} from './worker-record.js';

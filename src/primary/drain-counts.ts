@@ -5,31 +5,17 @@
  * first; the worker's own of that moment when its `inflight` with `atSignal`
  * comes) and adds only what came after.
  */
+import {TALLY_FIELDS, tallyOf, type Tally, type TallyField} from '../counts.js';
 import type {InflightMessage} from '../protocol.js';
 import {hookFailures, lastLive, type WorkerRecord} from './worker-record.js';
 
 /** A worker in one of these when the signal came (or killed in one) had left for a reload or a recycle: its counts began at its retire. */
 const RETIRED_STATES: ReadonlySet<WorkerRecord['state']['name']> = new Set(['retiring', 'hooks', 'drained']);
 
-/** The counts `drain finished` sums, as a worker reported them, and its failed hooks. */
-export interface CountsAtSignal {
-	readonly served: number;
-	readonly aborted: number;
-	readonly rejected: number;
-	readonly closedLongLived: number;
-	readonly longLivedCut: number;
+/** A retiree's tally and failed hooks when the signal came. */
+interface AtSignal {
+	readonly tally: Tally;
 	readonly hooksFailed: number;
-}
-
-export function countsOf(report: Partial<Omit<CountsAtSignal, 'hooksFailed'>> | undefined, hooksFailed: number): CountsAtSignal {
-	return {
-		served: report?.served ?? 0,
-		aborted: report?.aborted ?? 0,
-		rejected: report?.rejected ?? 0,
-		closedLongLived: report?.closedLongLived ?? 0,
-		longLivedCut: report?.longLivedCut ?? 0,
-		hooksFailed,
-	};
 }
 
 /**
@@ -39,27 +25,24 @@ export function countsOf(report: Partial<Omit<CountsAtSignal, 'hooksFailed'>> | 
  * drain had to cut counts as closed by the drain too (`longLivedCut` is of
  * `closedLongLived`).
  */
-function sinceSignal(now: CountsAtSignal, before: CountsAtSignal | undefined): CountsAtSignal {
+function sinceSignal(now: Tally, before: Tally | undefined): Tally {
 	if (before === undefined) {
 		return now;
 	}
 
-	const less = (field: keyof CountsAtSignal): number => Math.max(0, now[field] - before[field]);
-	const longLivedCut = less('longLivedCut');
-	return {served: less('served'), aborted: less('aborted'), rejected: less('rejected'), closedLongLived: Math.max(less('closedLongLived'), longLivedCut), longLivedCut, hooksFailed: 0};
+	const since = Object.fromEntries(TALLY_FIELDS.map(field => [field, Math.max(0, now[field] - before[field])])) as Record<TallyField, number>;
+	since.closedLongLived = Math.max(since.closedLongLived, since.longLivedCut);
+	return since;
 }
-
-/** The figures `drain finished` sums over the workers of a drain. */
-export type SummedField = Exclude<keyof CountsAtSignal, 'hooksFailed'>;
 
 export class CountsSinceSignal {
 	/** The retirees, with what they had counted when the signal came. */
-	private readonly before = new Map<WorkerRecord, CountsAtSignal>();
+	private readonly before = new Map<WorkerRecord, AtSignal>();
 
 	constructor(private readonly workers: readonly WorkerRecord[]) {
 		for (const record of workers) {
 			if (RETIRED_STATES.has(lastLive(record.state).name)) {
-				this.before.set(record, countsOf(record.report, record.hooksFailed.length));
+				this.before.set(record, {tally: tallyOf(record.report), hooksFailed: record.hooksFailed.length});
 			}
 		}
 	}
@@ -72,13 +55,13 @@ export class CountsSinceSignal {
 	onReport(record: WorkerRecord, report: InflightMessage): void {
 		const before = this.before.get(record);
 		if (before !== undefined && report.atSignal === true) {
-			this.before.set(record, countsOf(report, report.hooksFailed ?? before.hooksFailed));
+			this.before.set(record, {tally: tallyOf(report), hooksFailed: report.hooksFailed ?? before.hooksFailed});
 		}
 	}
 
 	/** `field` summed over the workers, each from its signal on. */
-	sum(field: SummedField): number {
-		return this.workers.reduce((total, record) => total + sinceSignal(countsOf(record.report, 0), this.before.get(record))[field], 0);
+	sum(field: TallyField): number {
+		return this.workers.reduce((total, record) => total + sinceSignal(tallyOf(record.report), this.before.get(record)?.tally)[field], 0);
 	}
 
 	/** The workers' failed hooks and listeners since the signal. */

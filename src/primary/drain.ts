@@ -10,16 +10,17 @@
  * when the reject phase ends (basic-drain.ts), and settles the exit code (outcome.ts).
  */
 import {TimerGroup, type Clock} from '../clock.js';
-import {sumCounts} from '../counts.js';
+import {sumOpen} from '../counts.js';
+import {figures, logDrainFinished} from '../drain-finished.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import type {DrainMessage, InflightMessage} from '../protocol.js';
-import {isDuplicateSignal, rejectEndsAt, remaining, type Timeline} from '../timeline.js';
+import {isDuplicateSignal, phaseAt, rejectEndsAt, remaining, type Timeline, type TimelinePhase} from '../timeline.js';
 import type {Fleet} from './fleet.js';
 import {ADAPTIVE_CHECK_MS, AdaptiveReject} from './adaptive-reject.js';
 import {ADAPTIVE_FLOOR_MS, arrivalSummary, mergeArrivals, type AdaptiveDecision, type ArrivalFigures, type RejectEnd} from './arrivals.js';
-import {CountsSinceSignal, type SummedField} from './drain-counts.js';
-import {leftCleanly, outcome, outcomeName, type ForcedBy} from './outcome.js';
+import {CountsSinceSignal} from './drain-counts.js';
+import {leftCleanly, outcome, type ForcedBy} from './outcome.js';
 import {BasicDrain} from './basic-drain.js';
 import {inflightOf, isAttached, killReason, knownInflight, placeOf, uncovered, type WorkerRecord} from './worker-record.js';
 
@@ -155,13 +156,8 @@ export class ClusterDrain {
 	}
 
 	/** Where the drain stands on its timeline now: what /status and the metrics show. */
-	get timelinePhase(): 'serve' | 'reject' | 'closing' {
-		const elapsed = this.options.clock.now() - this.startedAt;
-		if (elapsed < this.options.timeline.servePeriodMs) {
-			return 'serve';
-		}
-
-		return elapsed < this.rejectEndMs ? 'reject' : 'closing';
+	get timelinePhase(): TimelinePhase {
+		return this.lifecycle.name === 'draining' ? phaseAt(this.options.timeline, this.options.clock.now() - this.startedAt, this.rejectEndMs) : 'stopping';
 	}
 
 	/** The drain message as it stands now: phases already (partly) over are shortened. */
@@ -271,7 +267,7 @@ export class ClusterDrain {
 		}
 
 		// Long-lived connections apart: they never hold the drain.
-		const {inflight, upgrades, streams} = sumCounts(alive.map(record => record.report));
+		const {inflight, upgrades, streams} = sumOpen(alive.map(record => record.report));
 		// Only when the counts changed, or every PROGRESS_REPEAT_MS: an idle reject
 		// phase of 20 s is not 20 identical lines.
 		const key = JSON.stringify([workers, upgrades, streams]);
@@ -324,50 +320,39 @@ export class ClusterDrain {
 		this.options.fleet.off('gone', this.check);
 		this.options.fleet.off('message', this.onMessage);
 		this.options.fleet.off('listening', this.basic.onListening);
-		const sum = (field: SummedField): number => this.counts.sum(field);
 		// The servers no drain took (a raw protocol, one left out): nothing counted
 		// their requests. Where no worker counted any, the figures are not 0 but unknown.
 		const uncounted = [...new Set(this.workers.flatMap(record => uncovered(record)))];
 		const nothingCounted = uncounted.length > 0 && !this.workers.some(counted);
-		const figure = (field: SummedField): number | null => (nothingCounted ? null : sum(field));
 		// Requests the kill or the lost worker cut short are known from the last
 		// counts, but not where nothing counted them: a lost worker that never
 		// reported, an uncounted server, a retiree with nothing to drain.
 		const cutKnown = uncounted.length === 0 && !lost.some(record => knownInflight(record) === undefined) && !this.workers.some(record => !isAttached(record.state) && placeOf(record.state).name === 'retiring');
-		const summary = {
+		logDrainFinished(this.options.logger, {
 			signal: this.signal,
 			durationMs,
-			served: figure('served'),
-			aborted: figure('aborted'),
-			rejected: figure('rejected'),
-			closedLongLived: sum('closedLongLived'),
-			longLivedCut: sum('longLivedCut'),
-			workersLost: lost.length,
-			workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
+			figures: figures(field => this.counts.sum(field), !nothingCounted),
 			hooksFailed,
 			responsesCut: cutKnown ? lost.reduce((sum, record) => sum + inflightOf(record), 0) : null,
-			// Accepted just as the last worker on their port closed it: answered by the primary (503, or closed).
-			strandedConnections: this.stranded,
-			uncounted,
-			...arrivalSummary({
-				figures: this.arrivals,
-				end: this.rejectEnd ?? {by: 'period', atMs: rejectEndsAt(this.options.timeline)},
-				timeline: this.options.timeline,
-				reported: this.workers.some(record => counted(record) && record.report?.arrivals !== undefined),
-				// A worker that died during the drain took its last arrivals with it; one with nothing to drain never counted.
-				uncounted: this.workers.filter(record => record.report?.arrivals === undefined || !leftCleanly(record)).length,
-				logger: this.options.logger,
-			}),
-			outcome: outcomeName(code, uncounted.length > 0),
 			exitCode: code,
-			...(lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: knownInflight(record) ?? null, killedFor: killReason(record.state) ?? null}))} : {}),
-		};
-		if (code === ExitCode.OK) {
-			this.options.logger.info(summary, 'drain finished');
-		} else {
-			this.options.logger.error(summary, 'drain finished');
-		}
-
+			uncounted,
+			more: {
+				workersLost: lost.length,
+				workersHung: this.workers.filter(record => killReason(record.state) === 'hung').length,
+				// Accepted just as the last worker on their port closed it: answered by the primary (503, or closed).
+				strandedConnections: this.stranded,
+				...arrivalSummary({
+					figures: this.arrivals,
+					end: this.rejectEnd ?? {by: 'period', atMs: rejectEndsAt(this.options.timeline)},
+					timeline: this.options.timeline,
+					reported: this.workers.some(record => counted(record) && record.report?.arrivals !== undefined),
+					// A worker that died during the drain took its last arrivals with it; one with nothing to drain never counted.
+					uncounted: this.workers.filter(record => record.report?.arrivals === undefined || !leftCleanly(record)).length,
+					logger: this.options.logger,
+				}),
+			},
+			after: lost.length > 0 ? {lost: lost.map(record => ({worker: record.id, workerPid: record.pid, inflight: knownInflight(record) ?? null, killedFor: killReason(record.state) ?? null}))} : undefined,
+		});
 		this.options.onFinished(code);
 	}
 }

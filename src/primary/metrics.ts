@@ -16,11 +16,12 @@
  */
 import client from 'prom-client';
 import {withTimeout} from '../clock.js';
-import {sumCounts} from '../counts.js';
+import {TIMELINE_PHASES} from '../timeline.js';
+import {sumOpen} from '../counts.js';
 import type {Logger} from '../logger.js';
 import type {MetricsMessage, ToPrimary} from '../protocol.js';
 import {AppMetrics} from './app-metrics.js';
-import {DRAIN_PHASES, drainPhase, type ClusterView} from './status.js';
+import {drainPhase, type ClusterView} from './status.js';
 import {exitReason, inflightOf, isAttached, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
 
 /** How long a scrape waits for a worker's app metrics. */
@@ -119,12 +120,12 @@ export class ClusterMetrics {
 		});
 		this.rejected = counter('requests_rejected_total');
 		gauge('connections_open', function () {
-			const {upgrades, streams} = sumCounts(self.fleet.alive.map(record => record.report));
+			const {upgrades, streams} = sumOpen(self.fleet.alive.map(record => record.report));
 			this.set({kind: 'upgrade'}, upgrades);
 			this.set({kind: 'stream'}, streams);
 		});
 		gauge('drain_phase', function () {
-			this.set(DRAIN_PHASES.indexOf(drainPhase(self.view())));
+			this.set(TIMELINE_PHASES.indexOf(drainPhase(self.view())));
 		});
 		gauge('drain_duration_seconds', function () {
 			const {drain, clock} = self.view();

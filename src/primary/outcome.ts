@@ -1,7 +1,7 @@
 /**
  * How a drain ends, decided in one place: which of its workers left as planned
- * (`leftCleanly`), the exit code (`outcome`), and its word in `drain finished`
- * (`outcomeName`).
+ * (`leftCleanly`), and the exit code (`outcome`); `drain finished` names it
+ * (drain-finished.ts).
  */
 import {ExitCode} from '../exit-codes.js';
 import {basicDrainEnd, killReason, lastLive, leftByBasicDrain, placeOf, type WorkerRecord} from './worker-record.js';
@@ -62,15 +62,3 @@ export function outcome(forced: ForcedBy | undefined, lost: number, hooksFailed 
 	return hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK;
 }
 
-/**
- * The `outcome` field of `drain finished`: how the code came about, in a word.
- * `clean` only when every request was seen and none was cut: exit 0 with a
- * server nothing counted (`uncounted`) is `uncounted`.
- */
-export function outcomeName(code: ExitCode, uncounted = false): 'clean' | 'uncounted' | 'hooks-failed' | 'forced' {
-	if (code === ExitCode.OK) {
-		return uncounted ? 'uncounted' : 'clean';
-	}
-
-	return code === ExitCode.HOOK_FAILED ? 'hooks-failed' : 'forced';
-}

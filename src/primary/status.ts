@@ -4,6 +4,7 @@
  * primary's view (`ClusterView`, which index.ts hands out): no prom-client, no I/O.
  */
 import type {Clock} from '../clock.js';
+import {TIMELINE_PHASES, type TimelinePhase} from '../timeline.js';
 import type {ClusterDrain} from './drain.js';
 import type {Fleet} from './fleet.js';
 import type {PrimaryOptions} from './options.js';
@@ -26,43 +27,13 @@ export interface ClusterView {
 	readonly startedAt: number;
 }
 
-/** The drain's phases as `graceful_cluster_drain_phase` numbers them: the index (the other sides' words: timeline.ts). */
-export const DRAIN_PHASES = ['serving', 'serve', 'reject', 'closing', 'stopping'] as const;
-export type DrainPhase = (typeof DRAIN_PHASES)[number];
-
-/**
- * serving (running or reloading), then from the signal: serve, reject, closing
- * (listening stopped, requests finishing, hooks), stopping (the drain finished,
- * or it is killing the workers left).
- */
-export function drainPhase(view: ClusterView): DrainPhase {
-	const {drain} = view;
-	switch (view.state) {
-		case 'running':
-		case 'reloading': {
-			return 'serving';
-		}
-
-		case 'stopping': {
-			return 'stopping';
-		}
-
-		case 'draining': {
-			break;
-		}
-
-		default: {
-			const never: never = view.state;
-			throw new Error(`unknown state ${String(never)}`);
-		}
+/** Where the cluster stands on the drain's timeline (timeline.ts): the drain says, from its signal on. */
+export function drainPhase(view: ClusterView): TimelinePhase {
+	if (view.state === 'running' || view.state === 'reloading') {
+		return 'serving';
 	}
 
-	// Killing the workers left is stopping too.
-	if (!drain || drain.state.name !== 'draining') {
-		return 'stopping';
-	}
-
-	return drain.timelinePhase;
+	return view.state === 'draining' ? view.drain?.timelinePhase ?? 'stopping' : 'stopping';
 }
 
 /** Requests the worker is handling: its drain report when it sends them, else its last heartbeat. */
@@ -165,7 +136,7 @@ export function clusterStatus(view: ClusterView, restartsOf: (slot: number) => n
 	return {
 		state: view.state,
 		phase,
-		drainPhase: DRAIN_PHASES.indexOf(phase),
+		drainPhase: TIMELINE_PHASES.indexOf(phase),
 		pid: process.pid,
 		uptimeSeconds: round((now - view.startedAt) / 1000),
 		workersDesired: options.workers,

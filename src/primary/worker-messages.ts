@@ -4,31 +4,28 @@
  * None reaches a record that is gone: gone waits for the channel to close, and
  * Node emits a channel's last messages before its 'disconnect'.
  */
-import type {Aborted, LongLivedEnds, ToPrimary} from '../protocol.js';
+import {NOTHING_OPEN, openOf, tallyOf, type Open} from '../counts.js';
+import type {ToPrimary, WireTally} from '../protocol.js';
 import {isPlaced, roleOf, type InflightReport, type WorkerRecord} from './worker-record.js';
 
-/** A message's counts that came in later versions; an older helper sends none: the last known ones stay. */
-function laterCounts(message: Aborted & LongLivedEnds, last: InflightReport | undefined): Pick<InflightReport, 'aborted' | 'closedLongLived' | 'longLivedCut'> {
+/** The record's report after a message with `open` and `tally`: a figure an older helper leaves out keeps its last value. */
+function reportOf(record: WorkerRecord, open: Open, message: WireTally & {readonly arrivals?: InflightReport['arrivals']}): InflightReport {
+	const last = record.report;
+	return {...open, ...tallyOf(message, last), arrivals: message.arrivals ?? last?.arrivals};
+}
+
+/** `metrics` is not the fleet's: the metrics room takes it from the 'message' event (primary/metrics.ts). */
+export type Handlers = {[K in Exclude<ToPrimary['type'], 'metrics'>]: (record: WorkerRecord, message: Extract<ToPrimary, {type: K}>) => void};
+
+export interface HandlerContext {
+	/** The fleet's clock. */
+	now(): number;
+	/** The worker listens on `where` (node:cluster does not say, for `listening-apart`). */
+	listened(record: WorkerRecord, where: string): void;
+}
+
+export function messageHandlers(context: HandlerContext): Handlers {
 	return {
-			aborted: message.aborted ?? last?.aborted ?? 0,
-			closedLongLived: message.closedLongLived ?? last?.closedLongLived ?? 0,
-			longLivedCut: message.longLivedCut ?? last?.longLivedCut ?? 0,
-		};
-	}
-
-	/** `metrics` is not the fleet's: the metrics room takes it from the 'message' event (primary/metrics.ts). */
-	export type Handlers = {[K in Exclude<ToPrimary['type'], 'metrics'>]: (record: WorkerRecord, message: Extract<ToPrimary, {type: K}>) => void};
-
-
-	export interface HandlerContext {
-		/** The fleet's clock. */
-		now(): number;
-		/** The worker listens on `where` (node:cluster does not say, for `listening-apart`). */
-		listened(record: WorkerRecord, where: string): void;
-	}
-
-	export function messageHandlers(context: HandlerContext): Handlers {
-		return {
 		attached(record, message) {
 			const {state} = record;
 			if (isPlaced(state)) {
@@ -63,18 +60,17 @@ function laterCounts(message: Aborted & LongLivedEnds, last: InflightReport | un
 			// For the operator, once: the primary's (index.ts).
 		},
 		inflight(record, message) {
-			record.report = {inflight: message.inflight, served: message.served, rejected: message.rejected, upgrades: message.upgrades, streams: message.streams, ...laterCounts(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
+			record.report = reportOf(record, openOf(message), message);
 			if (message.reportId !== undefined) {
 				record.reportedNow = message.reportId;
 			}
 		},
 		hooks(record, message) {
 			const {state} = record;
-			const summary = {served: message.served, rejected: message.rejected};
 			// The long-lived connections were closed as the requests' wait began.
-			record.report = {inflight: 0, ...summary, upgrades: 0, streams: 0, ...laterCounts(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
+			record.report = reportOf(record, NOTHING_OPEN, message);
 			if (isPlaced(state)) {
-				record.state = {name: 'hooks', summary, from: state};
+				record.state = {name: 'hooks', from: state};
 			}
 		},
 		'hook-failed'(record, message) {
@@ -83,12 +79,11 @@ function laterCounts(message: Aborted & LongLivedEnds, last: InflightReport | un
 		},
 		drained(record, message) {
 			const {state} = record;
-			const summary = {served: message.served, rejected: message.rejected, durationMs: message.durationMs, closedLongLived: message.closedLongLived};
-			record.report = {inflight: 0, served: message.served, rejected: message.rejected, upgrades: 0, streams: 0, ...laterCounts(message, record.report), arrivals: message.arrivals ?? record.report?.arrivals};
+			record.report = reportOf(record, NOTHING_OPEN, message);
 			if (isPlaced(state)) {
-				record.state = {name: 'drained', summary, from: state};
+				record.state = {name: 'drained', from: state};
 			} else if (state.name === 'hooks') {
-				record.state = {name: 'drained', summary, from: state.from};
+				record.state = {name: 'drained', from: state.from};
 			}
 		},
 		heartbeat: (record, message) => {

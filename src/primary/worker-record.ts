@@ -15,7 +15,7 @@ import type {LastLines} from './output.js';
 import type {WorkerHandle} from './edges.js';
 import type {Counts} from '../counts.js';
 import {isCleanShutdownCode, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
-import {UNSENT_HOOK_FAILURE_EXIT, type ArrivalsReport, type DrainSummary} from '../protocol.js';
+import {UNSENT_HOOK_FAILURE_EXIT, type ArrivalsReport} from '../protocol.js';
 
 /** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
 export type Role = 'member' | 'candidate';
@@ -65,9 +65,9 @@ export type LiveState =
 	 * An exit from here is the hooks' own (`process.exit()` in a hook): not a
 	 * lost worker, whatever the code.
 	 */
-	| {readonly name: 'hooks'; readonly summary: HooksSummary; readonly from: PlacedState}
+	| {readonly name: 'hooks'; readonly from: PlacedState}
 	/** Said it drained (requests done, hooks ran); about to exit 0. */
-	| {readonly name: 'drained'; readonly summary: DrainSummary; readonly from: PlacedState}
+	| {readonly name: 'drained'; readonly from: PlacedState}
 	/** We sent it SIGKILL; waiting for it to be gone. */
 	| {readonly name: 'killed'; readonly reason: KillReason; readonly before: Exclude<LiveState, {name: 'killed'}>};
 
@@ -75,17 +75,8 @@ export type WorkerState =
 	| LiveState
 	| {readonly name: 'gone'; readonly code: number | null; readonly signal: string | null; readonly last: LiveState};
 
-export interface HooksSummary {
-	readonly served: number;
-	readonly rejected: number;
-}
-
-/** A worker's last counts (counts.ts), and what its drain closed. */
+/** A worker's last counts (counts.ts). */
 export interface InflightReport extends Counts {
-	/** Long-lived connections the worker's drain closed, so far. */
-	readonly closedLongLived: number;
-	/** Of those, the ones destroyed because their close did not complete in time. */
-	readonly longLivedCut: number;
 	/** Its arrival telemetry since the signal (worker/arrivals.ts); undefined from an older helper, or before its first report. */
 	readonly arrivals?: ArrivalsReport | undefined;
 }

@@ -6,7 +6,7 @@
  * already spent taken off.
  */
 import type net from 'node:net';
-import type {AttachOptions, GracefulHandle} from './attach.js';
+import type {AttachOptions, GracefulHandle} from './handle.js';
 import type {DrainableServer} from './filter.js';
 import {envelope, parseMessage, TO_WORKER, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 

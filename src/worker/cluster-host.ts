@@ -5,7 +5,7 @@
  */
 import cluster from 'node:cluster';
 import {systemClock} from '../clock.js';
-import type {Counts} from '../counts.js';
+import {tallyOf, type Counts} from '../counts.js';
 import type {Logger} from '../logger.js';
 import type {InflightMessage} from '../protocol.js';
 import {workerSettingsFromEnv} from '../settings.js';
@@ -71,9 +71,8 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 
 	/** The drain's counts as they stand, to the primary; `extra`: what this report is besides. */
 	const report = (counts: Counts, extra: Pick<InflightMessage, 'atSignal' | 'hooksFailed' | 'reportId'> = {}): void => {
-		const {closedLongLived, longLivedCut} = drain.summary();
 		const arrivals = drain.arrivals.report();
-		channel.send({type: 'inflight', ...counts, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {}), ...extra});
+		channel.send({type: 'inflight', ...counts, ...(arrivals ? {arrivals} : {}), ...extra});
 	};
 
 	drain.setHost({
@@ -82,7 +81,7 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		},
 		signalledWhileRetiring(counts) {
 			// The drain's starting point for this worker: sent at once, ahead of anything it tells later.
-			report(counts, {atSignal: true, hooksFailed: drain.summary().hooksFailed ?? 0});
+			report(counts, {atSignal: true, hooksFailed: drain.summary().hooksFailed});
 		},
 		covers(address) {
 			channel.send({type: 'covers', address});
@@ -91,14 +90,13 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		notice(code) {
 			channel.send({type: 'notice', code});
 		},
-		hooksStarting(_counts, proceed) {
-			const {served, aborted, rejected, closedLongLived, longLivedCut} = drain.summary();
+		hooksStarting(counts, proceed) {
 			const arrivals = drain.arrivals.report();
 			// Acknowledged before the first hook: a hook's process.exit() cannot
 			// overtake it, so the primary knows no request was lost.
 			// The app's metrics go first: a hook's process.exit() must not lose them.
 			void sendFinalMetrics(channel).then(() => {
-				channel.send({type: 'hooks', served, aborted, rejected, closedLongLived, longLivedCut, ...(arrivals ? {arrivals} : {})}, proceed);
+				channel.send({type: 'hooks', ...tallyOf(counts), ...(arrivals ? {arrivals} : {})}, proceed);
 			});
 		},
 		async hookFailed(hook) {

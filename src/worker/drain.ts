@@ -12,7 +12,7 @@
  * long-lived.ts' (told at the start, closed as the reject phase or linger ends).
  */
 import {inBackground, systemClock, TimerGroup, type Clock, type Timer} from '../clock.js';
-import {copyCounts, type Counts} from '../counts.js';
+import {copyCounts, tallyOf, type Counts} from '../counts.js';
 import type {Logger} from '../logger.js';
 import type {DrainSummary, NoticeCode} from '../protocol.js';
 import type {WorkerSettings} from '../settings.js';
@@ -90,27 +90,18 @@ export class ProcessDrain {
 		return this.phase.name;
 	}
 
-	/** Every filter's counts, summed. */
+	/** Every filter's counts, summed, and the long-lived connections the drain closed. */
 	get counts(): Counts {
-		return this.servers.counts;
+		return {...this.servers.counts, closedLongLived: this.longLived.closed, longLivedCut: this.longLived.cut};
 	}
 
 	get inflight(): number {
-		return this.counts.inflight;
+		return this.servers.counts.inflight;
 	}
 
 	/** What the drain did so far: the `drained` message and `drain finished`'s figures. */
 	summary(): DrainSummary {
-		const {served, aborted, rejected} = this.counts;
-		return {
-			durationMs: Math.round(this.clock.now() - this.startedAt),
-			served,
-			aborted,
-			rejected,
-			closedLongLived: this.longLived.closed,
-			longLivedCut: this.longLived.cut,
-			hooksFailed: this.shutdown.failed,
-		};
+		return {durationMs: Math.round(this.clock.now() - this.startedAt), ...tallyOf(this.counts), hooksFailed: this.shutdown.failed};
 	}
 
 	setHost(host: DrainHost): void {
@@ -264,9 +255,8 @@ export class ProcessDrain {
 		this.deadlineAt = this.clock.now() + timeline.gracePeriodMs;
 		// A request on a connection it kept open is an arrival after the signal as much as any other.
 		this.beginArrivals(signalAt);
-		const counts = this.counts;
-		const {served, aborted, rejected, inflight} = counts;
-		this.logger.info({served, aborted, rejected, closedLongLived: this.longLived.closed, longLivedCut: this.longLived.cut, inflight, gracePeriodMs: timeline.gracePeriodMs}, 'drain signal while retiring: retiring on, within the grace period; the drain counts from here');
+		const counts = copyCounts(this.counts);
+		this.logger.info({...counts, gracePeriodMs: timeline.gracePeriodMs}, 'drain signal while retiring: retiring on, within the grace period; the drain counts from here');
 		this.host?.signalledWhileRetiring?.(counts);
 	}
 

@@ -4,8 +4,7 @@
  * to the app since the process started, those of servers let go of included.
  */
 import type {Clock} from '../clock.js';
-import type {Counts} from '../counts.js';
-import {sumCounts} from '../counts.js';
+import {sumFilterCounts, type FilterCounts} from '../counts.js';
 import type {WorkerSettings} from '../settings.js';
 import {LISTEN_SETTLE_MS} from '../timeline.js';
 import {createFilter, type FilterWiring} from './create-filter.js';
@@ -27,8 +26,8 @@ export class DrainedServers {
 	constructor(private readonly settings: WorkerSettings, private readonly wiring: DrainedServersWiring) {}
 
 	/** Every filter's counts, summed. */
-	get counts(): Counts {
-		return sumCounts(this.filters);
+	get counts(): FilterCounts {
+		return sumFilterCounts(this.filters);
 	}
 
 	/** Requests handed to the app since the process started, detached servers' included: the heartbeat's count (`--max-requests`). */

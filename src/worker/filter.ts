@@ -9,7 +9,7 @@ import type {Http2SecureServer, Http2Server} from 'node:http2';
 import type https from 'node:https';
 import net from 'node:net';
 import path from 'node:path';
-import type {Counts} from '../counts.js';
+import type {FilterCounts} from '../counts.js';
 import type {DrainReason, LongLivedClosed} from './long-lived.js';
 import type {NoticeCode} from '../protocol.js';
 import type {Arrivals} from './arrivals.js';
@@ -98,7 +98,7 @@ export const FIRST_REQUEST_WAIT_MS = 1000;
  */
 export const LINGER_MAX_MS = 30_000;
 
-export interface ServerFilter extends Counts {
+export interface ServerFilter extends FilterCounts {
 	readonly server: net.Server;
 	/**
 	 * Requests handed to the app since attach(), HTTP/2 streams included (the

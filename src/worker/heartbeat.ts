@@ -17,12 +17,11 @@
  */
 import {systemClock} from '../clock.js';
 import type {Logger} from '../logger.js';
+import {HEARTBEAT_INTERVAL_MS, LOOP_SAMPLE_MS} from '../protocol.js';
 import {readWorkerEnv, type HeartbeatOptions} from '../worker-env.js';
 import type {WorkerChannel} from './channel.js';
 
 export type {HeartbeatOptions} from '../worker-env.js';
-
-export const HEARTBEAT_INTERVAL_MS = 1000;
 
 /**
  * When the watchdog thread captures: most of the timeout, leaving the capture
@@ -32,16 +31,6 @@ export const captureAfter = (workerTimeoutMs: number): number => workerTimeoutMs
 
 /** The settings the primary passed in the worker's environment at fork (worker-env.ts). */
 export const heartbeatOptionsFromEnv = (env: Record<string, string | undefined>): HeartbeatOptions => readWorkerEnv(env).heartbeat;
-
-/**
- * How often the loop's delay is sampled. A stall shows, in the first sample
- * after it, within one period of its length (a sample falls due during it);
- * one shorter than a period may read short. The adaptive reject end reads it
- * against half a second (primary/arrivals.ts REPORT_LAG_MS). Ten wake-ups a
- * second: a 20 ms sample cost each idle worker about 3.5 ms of CPU a second
- * more (bench/idle-cpu.js --cli, side by side).
- */
-export const LOOP_SAMPLE_MS = 100;
 
 /**
  * The worst event-loop delay between two beats, from a timer's lateness: how

@@ -6,8 +6,9 @@
 import {systemClock} from '../clock.js';
 import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
-import {createLogger, logLevelFromEnv} from '../logger.js';
+import {createLogger} from '../logger.js';
 import {settingsFromEnv} from '../settings.js';
+import {logLevelFromEnv} from '../worker-env.js';
 import {Attachments} from './attach.js';
 import {getChannel} from './channel.js';
 import {hostCluster} from './cluster-host.js';

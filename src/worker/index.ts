@@ -11,12 +11,13 @@
  */
 import type net from 'node:net';
 import {damagedFiles} from '../install-check.js';
-import {checkAttachable, checkExcludable, type Attachments, type AttachOptions, type GracefulHandle} from './attach.js';
+import {checkAttachable, checkExcludable, type Attachments} from './attach.js';
+import type {AttachOptions, GracefulHandle} from './handle.js';
 import {getChannel} from './channel.js';
 import {markExcluded, type DrainableServer} from './filter.js';
 import {loadHosts} from './load-hosts.js';
 
-export type {AttachOptions, GracefulHandle} from './attach.js';
+export type {AttachOptions, GracefulHandle} from './handle.js';
 export type {PhaseName} from './phase.js';
 export type {ShutdownHook} from './hooks.js';
 export type {DrainListener, DrainNotice, DrainReason} from './long-lived.js';

@@ -10,8 +10,13 @@
  * method the primary needs. The helper stays light for CommonJS apps.
  */
 import {withTimeout} from '../clock.js';
-import type {MetricsRequestMessage} from '../protocol.js';
-import type {WorkerChannel} from './channel.js';
+import type {MetricsRequestMessage, ToPrimary} from '../protocol.js';
+
+/** What this module needs of the worker's channel (channel.ts `WorkerChannel`). */
+interface MetricsChannel {
+	metrics?: (() => Promise<unknown>) | undefined;
+	send(message: ToPrimary, callback?: () => void): void;
+}
 
 /** Any prom-client `Registry` (the app's copy, whichever 15.x): the one method we call. */
 export interface MetricsRegistry {
@@ -28,12 +33,12 @@ export function isMetricsRegistry(value: unknown): value is MetricsRegistry {
 }
 
 /** Answers the primary's scrapes from `registry` (the last attach() that gives one wins). */
-export function shareMetrics(channel: WorkerChannel, registry: MetricsRegistry): void {
+export function shareMetrics(channel: MetricsChannel, registry: MetricsRegistry): void {
 	channel.metrics = async () => registry.getMetricsAsJSON();
 }
 
 /** The app's metrics, or `[]` if it has none, or its registry throws or hangs. */
-export async function collectMetrics(channel: WorkerChannel, timeoutMs = METRICS_COLLECT_MS): Promise<unknown> {
+export async function collectMetrics(channel: MetricsChannel, timeoutMs = METRICS_COLLECT_MS): Promise<unknown> {
 	const source = channel.metrics;
 	if (!source) {
 		return [];
@@ -47,7 +52,7 @@ export async function collectMetrics(channel: WorkerChannel, timeoutMs = METRICS
 }
 
 /** A scrape's request (routed by the bootstrap's channel): answered with the same id. */
-export function answerScrape(channel: WorkerChannel, {id}: MetricsRequestMessage): void {
+export function answerScrape(channel: MetricsChannel, {id}: MetricsRequestMessage): void {
 	void collectMetrics(channel).then(metrics => {
 		channel.send({type: 'metrics', id, metrics: metrics as never});
 	});
@@ -57,7 +62,7 @@ export function answerScrape(channel: WorkerChannel, {id}: MetricsRequestMessage
  * The final values, before `drained`: IPC keeps the order, so the primary has
  * them when it learns the worker is leaving. Nothing to send without a registry.
  */
-export async function sendFinalMetrics(channel: WorkerChannel): Promise<void> {
+export async function sendFinalMetrics(channel: MetricsChannel): Promise<void> {
 	if (!channel.metrics) {
 		return;
 	}

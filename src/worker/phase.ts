@@ -2,17 +2,18 @@
  * A worker's drain phases, as data: the states of the phase machine
  * (drain.ts), and what each means for the filters in front of the servers,
  * mapped once here: the mode new requests are answered in (`modeFor`) and
- * whether listening has stopped (`stopsAccepting`). timeline.ts' glossary says
- * how these words meet the primary's.
+ * whether listening has stopped (`stopsAccepting`). The timeline's phases
+ * (timeline.ts), with `hooks` and `done` inside its `closing`:
  *
  *   serving -> serve -> reject -> closing -> hooks -> done
  *   serving -> retiring -> hooks -> done            (reload: a replacement is listening)
  */
+import type {TimelinePhase} from '../timeline.js';
 import {Mode} from './filter.js';
 
 export type Phase =
-	| {readonly name: 'serving'}
-	| {readonly name: 'serve' | 'reject' | 'closing' | 'hooks'; readonly startedAt: number}
+	| {readonly name: Extract<TimelinePhase, 'serving'>}
+	| {readonly name: Extract<TimelinePhase, 'serve' | 'reject' | 'closing'> | 'hooks'; readonly startedAt: number}
 	/** Reload: replaced by a new worker; leaves once idle and the linger is over. */
 	| {readonly name: 'retiring'; readonly startedAt: number; lingering: boolean}
 	| {readonly name: 'done'};

@@ -4,7 +4,7 @@
  * at most four times a second; and once a second, how many requests it
  * rejected since the last such line (an idle reject phase is quiet).
  */
-import {copyCounts, type Counts} from '../counts.js';
+import {copyCounts, countsKey, type Counts} from '../counts.js';
 import type {Logger} from '../logger.js';
 
 export const REPORT_INTERVAL_MS = 250;
@@ -20,10 +20,10 @@ export class DrainProgress {
 	/** Tells `host` the counts, if one changed since it was last told. */
 	report(host: {progress(counts: Counts): void} | undefined): void {
 		const counts = copyCounts(this.counts());
-		// Rejections and responses served or aborted too: in an idle reject phase,
-		// or a busy serve phase at a steady count, they are what moves, and a
-		// worker killed later is judged by its last report.
-		const key = `${counts.inflight} ${counts.upgrades} ${counts.streams} ${counts.rejected} ${counts.served} ${counts.aborted} ${this.changes()}`;
+		// Every figure: in an idle reject phase, or a busy serve phase at a steady
+		// count, the tally is what moves, and a worker killed later is judged by
+		// its last report.
+		const key = `${countsKey(counts)} ${this.changes()}`;
 		if (key !== this.last) {
 			this.last = key;
 			host?.progress(counts);

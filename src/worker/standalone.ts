@@ -4,6 +4,8 @@
  * deadline and exits with the CLI's codes (0, 3 at the deadline, 4 on a second
  * signal), on the timeline read from `GRACEFUL_CLUSTER_*`.
  */
+import {openOf, tallyOf} from '../counts.js';
+import {logDrainFinished, type DrainFinished} from '../drain-finished.js';
 import {ExitCode} from '../exit-codes.js';
 import type {Logger} from '../logger.js';
 import {isCleanShutdownCode} from '../signals.js';
@@ -70,30 +72,30 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 		},
 	});
 	/**
-	 * `drain finished`, once; returns the exit code. `appExit`: the failing code
-	 * the app asked for (`process.exitCode`, `process.exit(n)`), which is the
-	 * process's, as under plain Node; other failures exit 7, as under the CLI.
+	 * `drain finished`, once. `appExit`: the failing code the app asked for
+	 * (`process.exitCode`, `process.exit(n)`), which is the process's, as under
+	 * plain Node; a forced end's code, or 7 for other failures, as under the CLI.
 	 */
 	let reported = false;
-	const report = (summary: DrainSummary, appExit: number | undefined): number => {
+	const finished = (line: Pick<DrainFinished, 'exitCode' | 'hooksFailed' | 'responsesCut' | 'appExit' | 'more'>): void => {
 		reported = true;
-		const hooksFailed = (summary.hooksFailed ?? 0) + (appExit === undefined ? 0 : 1);
+		const summary = drain.summary();
+		logDrainFinished(logger, {signal: held.received, durationMs: summary.durationMs, figures: tallyOf(summary), ...line});
+	};
+
+	/** The drain's end, its requests done; returns the exit code. */
+	const report = (summary: DrainSummary, appExit: number | undefined): number => {
+		const hooksFailed = summary.hooksFailed + (appExit === undefined ? 0 : 1);
 		const code = appExit ?? (hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK);
 		// Standalone has one process: its arrivals are all of them (no adaptive end: that is the primary's).
 		const arrivals = drain.arrivals.report();
-		const fields = {
-			...summary,
-			hooksFailed,
-			...(arrivals ? {lastArrivalMs: arrivals.lastMs, lastArrivalFrom: arrivals.lastFrom, arrivals: arrivals.total, arrivalsBySecond: arrivals.bySecond} : {}),
-			outcome: code === ExitCode.OK ? 'clean' : 'hooks-failed',
+		finished({
 			exitCode: code,
-		};
-		if (code === ExitCode.OK) {
-			logger.info(fields, 'drain finished');
-		} else {
-			logger.error(fields, 'drain finished');
-		}
-
+			appExit: appExit !== undefined,
+			hooksFailed,
+			responsesCut: 0,
+			more: arrivals ? {lastArrivalMs: arrivals.lastMs, lastArrivalFrom: arrivals.lastFrom, arrivals: arrivals.total, arrivalsBySecond: arrivals.bySecond} : undefined,
+		});
 		return code;
 	};
 
@@ -105,6 +107,12 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 			process.exitCode = report(drain.summary(), isCleanShutdownCode(code) ? undefined : code);
 		}
 	});
+
+	/** A kill's end: what was open is cut. `hooksCut`: a hook still running, counted as failed. */
+	const forced = (exitCode: number, hooksCut: number): void => {
+		const open = openOf(drain.counts);
+		finished({exitCode, hooksFailed: drain.summary().hooksFailed + hooksCut, responsesCut: open.inflight, more: open});
+	};
 
 	/** When the first signal came; undefined until then. */
 	let signalledAt: number | undefined;
@@ -121,9 +129,7 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 			}
 
 			logger.warn({signal, inflight: drain.inflight}, 'second signal during the drain; exiting now');
-			reported = true;
-			const {inflight} = drain.counts;
-			logger.error({...drain.summary(), inflight, responsesCut: inflight, outcome: 'forced', exitCode: ExitCode.SECOND_SIGNAL}, 'drain finished');
+			forced(ExitCode.SECOND_SIGNAL, 0);
 			exitOurselves(ExitCode.SECOND_SIGNAL);
 		}
 
@@ -135,11 +141,8 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 		// The deadline goes first: if the app blocks the event loop later, it is
 		// still there when the loop comes back.
 		deadline = setTimeout(() => {
-			reported = true;
-			const {inflight, upgrades, streams} = drain.counts;
 			// Hooks still running are cut: counted with those that failed.
-			const hooksFailed = (drain.summary().hooksFailed ?? 0) + (drain.phaseName === 'hooks' ? 1 : 0);
-			logger.error({inflight, upgrades, streams, hooksFailed, responsesCut: inflight, outcome: 'forced', exitCode: ExitCode.DEADLINE}, 'drain finished');
+			forced(ExitCode.DEADLINE, drain.phaseName === 'hooks' ? 1 : 0);
 			exitOurselves(ExitCode.DEADLINE);
 		}, timeline.gracePeriodMs);
 		drain.begin(timeline, signal);

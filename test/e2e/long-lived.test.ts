@@ -256,7 +256,7 @@ test.serial('reload (SIGHUP): an event stream or a WebSocket handshake on a kept
 	const exited = await app.waitForLog(line => line.msg === 'worker exited' && line['workerPid'] === oldPid);
 	t.true(app.lines.indexOf(exited) >= answeredAt, 'both were answered before the retiring worker left');
 	t.false(app.lines.some(line => (line.msg === 'fixture stream opened' || line.msg === 'fixture ws opened') && line.pid === oldPid), 'the old worker\'s app saw neither');
-	t.like(app.lines.find(line => line.msg === 'worker drained' && line.pid === oldPid), {rejected: 0}, 'sent elsewhere, not refused');
+	t.like(app.lines.find(line => line.msg === 'worker drained' && line.pid === oldPid), {rejected: 0, redirected: 2}, 'sent elsewhere, not refused');
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());
 });

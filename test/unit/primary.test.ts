@@ -846,7 +846,7 @@ test('reload then drain: what the retired workers counted for the reload stays o
 	inHooks!.say({type: 'hook-failed', hook: 'pool.end'}).say({type: 'hooks', served: 4, rejected: 0});
 	done!.say({type: 'drained', served: 5, rejected: 0, durationMs: 1000, closedLongLived: 2});
 	exact!.say({type: 'inflight', inflight: 1, served: 3, rejected: 0, upgrades: 0, streams: 0});
-	older!.say({type: 'inflight', inflight: 1, served: 3, rejected: 0, upgrades: 1, streams: 0, closedLongLived: 1});
+	older!.say({type: 'inflight', inflight: 1, served: 3, rejected: 0, redirected: 1, upgrades: 1, streams: 0, closedLongLived: 1});
 	p.edges.signal('SIGTERM');
 	t.like(p.line('drain started'), {workers: 8});
 	// Its hook ends the process: no drained message.
@@ -856,14 +856,14 @@ test('reload then drain: what the retired workers counted for the reload stays o
 	exact!.say({type: 'inflight', inflight: 1, served: 4, rejected: 0, upgrades: 0, streams: 0, atSignal: true});
 	exact!.drained(6).exit(0);
 	// An older helper tells nothing at the signal: the primary's last copy is the start.
-	older!.say({type: 'drained', served: 6, rejected: 0, durationMs: 1000, closedLongLived: 1, longLivedCut: 1}).exit(0);
+	older!.say({type: 'drained', served: 6, rejected: 0, redirected: 3, durationMs: 1000, closedLongLived: 1, longLivedCut: 1}).exit(0);
 	p.cluster.workers[4]!.drained(1).exit(0);
 	for (const worker of p.cluster.workers.slice(5, 8)) {
 		worker.drained(0).exit(0);
 	}
 
 	t.is(await p.done, ExitCode.OK);
-	t.like(p.line('drain finished'), {outcome: 'clean', served: 2 + 3 + 1, hooksFailed: 0, closedLongLived: 1, longLivedCut: 1});
+	t.like(p.line('drain finished'), {outcome: 'clean', served: 2 + 3 + 1, redirected: 3 - 1, hooksFailed: 0, closedLongLived: 1, longLivedCut: 1});
 });
 
 test('reload then drain: a retiree\'s hook that failed just before it read the signal (the failure still on its way to the primary) is the reload\'s; one that fails after is the drain\'s', async t => {

@@ -51,6 +51,9 @@ test('fields added later are optional, so an older copy on the other side still 
 		[{type: 'hooks', served: 1, rejected: 0}, 'ours'],
 		[{type: 'hooks', served: 1, aborted: 1.5, rejected: 0}, 'invalid'],
 		[{type: 'drained', served: 0, aborted: 3, rejected: 0, durationMs: 1, closedLongLived: 0}, 'ours'],
+		[{type: 'hooks', served: 1, rejected: 0, redirected: 2}, 'ours'],
+		[{type: 'inflight', inflight: 0, served: 1, rejected: 0, redirected: -1, upgrades: 0, streams: 0}, 'invalid'],
+		[{type: 'drained', served: 0, rejected: 0, redirected: 0.5, durationMs: 1, closedLongLived: 0}, 'invalid'],
 	];
 	for (const [message, kind] of cases) {
 		t.is(parseMessage(envelope(message), [...TO_PRIMARY, ...TO_WORKER]).kind, kind, JSON.stringify(message));

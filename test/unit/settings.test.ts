@@ -1,7 +1,7 @@
 import test from 'ava';
 import {formatDuration, parseDuration} from '../../src/duration.js';
 import {UsageError} from '../../src/errors.js';
-import {logLevelFromEnv} from '../../src/logger.js';
+import {logLevelFromEnv} from '../../src/worker-env.js';
 import {
 	DEFAULT_WORKER_SETTINGS, settingsFromEnv, workerSettingsFromEnv, workerSettingsToEnv,
 } from '../../src/settings.js';

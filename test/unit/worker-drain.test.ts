@@ -89,7 +89,7 @@ test('serve -> reject -> closing -> hooks -> done, each at its moment', async t 
 	t.deepEqual(order, ['hook at 3000 in hooks']);
 	await r.whenFinished;
 	t.is(r.drain.phaseName, 'done');
-	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, aborted: 0, rejected: 0, closedLongLived: 0, longLivedCut: 0, hooksFailed: 0}]);
+	t.deepEqual(r.finished, [{durationMs: 3000, served: 0, aborted: 0, rejected: 0, redirected: 0, closedLongLived: 0, longLivedCut: 0, hooksFailed: 0}]);
 	t.is(r.clock.waiting, 0, 'every timer cleared');
 	t.deepEqual(r.messages().filter(message => message !== 'rejected requests while draining'), ['drain started', 'rejecting new requests', 'stopped listening; waiting for requests in flight', 'running shutdown hooks']);
 	t.like(r.lines[0], {servePeriodMs: 1000, rejectPeriodMs: 2000, gracePeriodMs: 10_000});
@@ -180,7 +180,7 @@ test('retiring: stops listening at once, leaves when idle and the linger is over
 	t.is(r.drain.phaseName, 'retiring');
 	r.clock.advance(1);
 	t.is(r.drain.phaseName, 'done', 'no hooks: over at once');
-	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, aborted: 0, rejected: 0, closedLongLived: 0, longLivedCut: 0, hooksFailed: 0}]);
+	t.deepEqual(r.finished, [{durationMs: 1000, served: 0, aborted: 0, rejected: 0, redirected: 0, closedLongLived: 0, longLivedCut: 0, hooksFailed: 0}]);
 });
 
 test('a server attached in the middle of a drain joins in the current phase', async t => {
