@@ -1,9 +1,7 @@
 /**
- * The end of a process as the app expects it from plain Node: the exit code it
- * set (`process.exitCode`, `process.exit(n)`) is the process's, and its
- * `'beforeExit'` listeners (Prisma's `$disconnect`, clients that flush when
- * the loop empties) run before the exit. A drain that ended with
- * `process.exit(0)` over them would report a failed shutdown as clean.
+ * Ends the process as plain Node would for the app: the exit code it set is the
+ * process's, and its `'beforeExit'` listeners run first. Exiting 0 over them
+ * would report a failed shutdown as clean.
  */
 import type {Logger} from '../logger.js';
 import {isCleanShutdownCode} from '../signals.js';
@@ -22,17 +20,14 @@ export function appExitCode(): number | undefined {
 /** Whether `code` says a shutdown failed: not 0, not 128 + a stop signal, as the OS sees it (256 is 0). */
 export const isFailingCode = (code: number): boolean => !isCleanShutdownCode(((code % 256) + 256) % 256);
 
-/** The code the app set, when it says the shutdown failed. */
 export function failingExitCode(): number | undefined {
 	const code = appExitCode();
 	return code === undefined || !isFailingCode(code) ? undefined : code;
 }
 
 /**
- * A failing code the app set before the drain began (an error handler's
- * `process.exitCode = 1` hours earlier) is not its shutdown's verdict: it is
- * said, and cleared, so that the drain's own verdict stands. `atDrain`: the
- * code when the drain began.
+ * A failing code set before the drain began (an error handler's `process.exitCode = 1`
+ * hours earlier) is not the shutdown's verdict: it is logged and cleared.
  */
 export function clearCodeSetBefore(atDrain: number | undefined, logger: Logger): void {
 	const code = failingExitCode();
@@ -45,18 +40,14 @@ export function clearCodeSetBefore(atDrain: number | undefined, logger: Logger):
 /** Set when graceful-cluster itself exits (a deadline, a second signal): that code is not the app's. */
 let exitingOurselves = false;
 
-/** Exits with one of graceful-cluster's own codes. */
 export function exitOurselves(code: number): never {
 	exitingOurselves = true;
 	process.exit(code);
 }
 
 /**
- * Names, in the log, what in the app's shutdown asked for a failing exit:
- * `around` runs one hook (or the app's listeners) and says so if it set
- * `process.exitCode`; a `process.exit(n)` while it runs is said at the exit.
- * The count is the exit code's: the primary counts a worker's failing exit,
- * standalone exits with it.
+ * Logs what in the app's shutdown asked for a failing exit: a hook (or listener) that
+ * set `process.exitCode` in `around`, or a `process.exit(n)` while it ran.
  */
 export class ExitWatch {
 	private running: string | undefined;
@@ -100,7 +91,6 @@ export type ExitListeners = () => readonly Function[];
 
 export const processExitListeners: ExitListeners = () => process.rawListeners('beforeExit');
 
-/** The listeners, named for the log. */
 function named(listeners: readonly Function[]): Array<{name: string; listener: (...args: unknown[]) => unknown}> {
 	return listeners.map(raw => {
 		// A `once()` listener comes wrapped; the wrapper removes itself when called.
@@ -113,9 +103,8 @@ function named(listeners: readonly Function[]): Array<{name: string; listener: (
 export const EXIT_SETTLE_MS = 1000;
 
 /**
- * Resolves when the event loop would end (Node emits `'beforeExit'`, calling
- * the app's listeners again as it would) or after `ms`: an app that keeps a
- * pool or a timer open never lets it end. The IPC channel is unref'd meanwhile.
+ * Resolves when the event loop would end (Node emits `'beforeExit'` again) or after
+ * `ms`, since an app that keeps a pool or timer open never lets it end.
  */
 async function settle(ms: number): Promise<void> {
 	const {channel} = process;
@@ -137,11 +126,9 @@ async function settle(ms: number): Promise<void> {
 }
 
 /**
- * Calls the app's `'beforeExit'` listeners as Node does when the event loop
- * empties (in order, at once, with the exit code), and resolves once the
- * promises they return settle, and what they started otherwise has had
- * `settleMs` to finish (`settle`). Each that throws or rejects is logged and
- * told to `onFailure`, as a hook's failure.
+ * Calls the app's `'beforeExit'` listeners as Node does (in order, with the exit
+ * code) and waits for their promises, then up to `settleMs` for what they started
+ * without one. A listener that fails is logged and told to `onFailure`.
  */
 export async function runExitCleanup(source: ExitListeners, logger: Logger, onFailure: (name: string) => Promise<void>, settleMs = 0): Promise<void> {
 	const listeners = named(source());

@@ -1,61 +1,35 @@
 /**
- * The app's own shutdown: the signal listeners it registered (held by
- * signal-listeners.ts), called at the end of a drain or of a reload's
- * retirement, after the `onShutdown` hooks, and the wait for what they start.
- *
- * A listener usually starts its work and returns nothing:
- * `process.on('SIGTERM', () => server.close(() => pool.end().then(() => process.exit(0))))`,
- * close-with-grace, lightship. Exiting as soon as it returned would cut the
- * pool's `end()`. So the process waits, as plain Node would after a handled
- * signal, until one of these comes first:
- *
- * - the app calls `process.exit()` (its code is the listener's result; a
- *   non-zero one is a failed hook, which the primary sees from the exit code);
- * - nothing of the app's keeps the process alive any more: the event loop
- *   would end (`'beforeExit'`), its work is done;
- * - the app sends itself the signal again with no listener left for it
- *   (terminus and NestJS re-raise theirs when their cleanup is done,
- *   expecting to die of it): it is done;
- * - the deadline (the primary's SIGKILL; standalone's own timer).
- *
- * Only shutdown code is waited for: a listener registered for a stop signal
- * (SIGTERM, SIGINT, SIGQUIT). A retiring worker also calls the app's SIGHUP
- * listener, which may only re-read its config; alone, it is not waited for.
- *
- * While waiting, a line every few seconds says which listeners ran and what
- * is still open. The IPC channel is unref'd meanwhile, so that it alone does
- * not keep the process alive.
+ * The app's own shutdown: the stop-signal listeners it registered (held by
+ * signal-listeners.ts), called after the `onShutdown` hooks. A listener usually
+ * starts its work and returns nothing (`server.close(() => pool.end())`), so the
+ * process waits, as plain Node would after a handled signal, for the first of: the
+ * app calls `process.exit()`; the event loop would end (`'beforeExit'`); the app
+ * re-raises the signal with no listener left (terminus and NestJS do); the deadline.
+ * A SIGHUP listener alone (a reload's retiring worker calls it) is not waited for.
  */
 import type {Logger} from '../logger.js';
 import type {DrainReason} from './long-lived.js';
 import {callListeners, endsProcess, isStopListener, listenerName, listenersFor, type SignalListeners} from './signal-listeners.js';
 
-/**
- * How it ended: the app's work was done (the process may exit on its own); it
- * sent itself its signal (it expects to end now); or no listener called was
- * shutdown code (nothing to wait for: the process is ended).
- */
+/** 'idle': the app's work is done; 'self-signal': it re-raised its signal and expects to end; 'called': no stop listener, nothing to wait for. */
 export type AppShutdownEnd = 'idle' | 'self-signal' | 'called';
 
 /** The first "still waiting" line after this long, then one every WAITING_LOG_MS. */
 const FIRST_WAITING_LOG_MS = 1000;
 export const WAITING_LOG_MS = 5000;
 
-/** The app's own shutdown, as the drain runs it after its hooks (drain.ts). */
 export interface AppShutdown {
 	/** True when the app has listeners to call for `signal` (received for a shutdown, or a reload's retirement). */
 	has(signal: NodeJS.Signals, reason: DrainReason): boolean;
-	/** Their names, for the log. */
 	names(signal: NodeJS.Signals, reason: DrainReason): string[];
-	/** Calls them and resolves, with how it ended, once the app's shutdown is over (above); `onFailure` hears of each that failed. */
+	/** Resolves once the app's shutdown is over; `onFailure` hears of each listener that failed. */
 	run(signal: NodeJS.Signals, reason: DrainReason, onFailure: (name: string) => Promise<void>): Promise<AppShutdownEnd>;
 }
 
 /**
- * The resource types keeping the process alive, counted, graceful-cluster's
- * own stdio pipes left out (the IPC channel is unref'd while waiting, and not
- * listed). A server the app never closed shows as a `Timeout` in a cluster
- * worker: node:cluster's round-robin keeps one for it.
+ * The resource types keeping the process alive, less our own stdio pipes. A server
+ * the app never closed shows as a `Timeout` in a cluster worker: node:cluster's
+ * round-robin keeps one for it.
  */
 export function appResources(): Record<string, number> {
 	const counts: Record<string, number> = {};
@@ -83,8 +57,6 @@ export function appShutdown(holder: SignalListeners, logger: Logger): AppShutdow
 		names: (signal, reason) => listenersFor(holder, signal, {retiring: reason === 'reload'}).map(entry => listenerName(entry, signal)),
 		async run(signal, reason, onFailure) {
 			const entries = listenersFor(holder, signal, {retiring: reason === 'reload'});
-			// Only shutdown code is waited for: a SIGHUP listener that re-reads the
-			// config (a reload's retiring worker runs it) starts nothing that ends.
 			const shutdown = entries.some(entry => isStopListener(holder, entry));
 			const failures: Array<Promise<void>> = [];
 			let ended: AppShutdownEnd | undefined;
@@ -127,10 +99,7 @@ export function appShutdown(holder: SignalListeners, logger: Logger): AppShutdow
 	};
 }
 
-/**
- * Resolves when the event loop would end: nothing of the app's keeps the
- * process alive any more. Our IPC channel is unref'd until then.
- */
+/** Resolves when the event loop would end; our IPC channel is unref'd until then so it does not keep the process alive. */
 function untilIdle(holder: SignalListeners, logger: Logger, listeners: readonly string[]): {readonly done: Promise<void>; stop(): void} {
 	const startedAt = performance.now();
 	const channel = process.channel;

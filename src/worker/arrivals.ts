@@ -1,30 +1,14 @@
 /**
- * When the load balancer stopped: arrival telemetry for the drain, and what
- * the adaptive reject period (primary/adaptive-reject.ts) decides on.
- *
- * Two parts, one per side of the signal:
- *
- * - While serving, each peer's request count (a peer: the address a
- *   connection comes from, a load balancer's node), so that the primary knows
- *   each one's rate over the 60 s before the signal, and its longest silence
- *   then (a batch job's lulls). The hot path pays one counter per request: the
- *   connection keeps its peer's counter (found once, on its first request),
- *   and a timer takes a snapshot of the totals every second. Only where something reads the rates (`perPeer`): the adaptive
- *   reject period, and /status with --metrics (worker-env.ts). Finding a
- *   connection's peer is a getpeername(2), about 8 % of the CPU a request on a
- *   new connection costs (bench/hot-path.js); without a reader, the
- *   connections share one counter and no address is looked up.
- * - From the signal on, every app request that arrives (served, rejected or
- *   dropped alike: what the load balancer sent, not what we answered), by
- *   second and by peer, with the last one's time and peer, and each peer's
- *   last few arrival times (its rate as it tapers). The filters only get here
- *   behind their non-serving branch.
- *
- * Probes are not app requests: the readiness and liveness paths never get
- * here (the filters answer them first), and neither do requests whose
- * User-Agent is a kubelet's or an AWS load balancer's health checker
- * (`kube-probe/`, `ELB-HealthChecker/`). While serving, a connection is judged
- * by its first request: health checkers open one per check.
+ * Arrival telemetry for the drain, which the adaptive reject period
+ * (primary/adaptive-reject.ts) decides on. While serving: a request count per peer
+ * (a load balancer node), snapshotted every second, for each peer's rate and longest
+ * silence over the window before the signal; the hot path pays one `n++` on a counter
+ * kept on the connection. Peers are told apart only when something reads the rates
+ * (`perPeer`): the getpeername(2) is about 8 % of a request on a new connection
+ * (bench/hot-path.js). From the signal on: every app request that arrives, whatever
+ * its answer, by second and by peer. Probes and health checkers (`kube-probe/`,
+ * `ELB-HealthChecker/`, judged by a connection's first request: they open one per
+ * check) are not counted.
  */
 import type {Clock, Timer} from '../clock.js';
 import {OTHER_PEERS, RATE_WINDOW_MS, type ArrivalsReport, type PeerArrivals} from '../arrivals-report.js';
@@ -38,11 +22,7 @@ const RECENT_SPAN_MS = 5000;
 const RECENT_KEPT = 64;
 /** The shortest span a recent rate is taken over (one arrival just after the signal). */
 const RECENT_MIN_SPAN_MS = 100;
-/**
- * Peers counted one by one; the rest share one counter. Behind a load
- * balancer there are a handful; a pod reached directly by many clients
- * has too many for a quiet window per peer to mean anything.
- */
+/** Peers counted one by one; the rest share one counter. A pod reached directly by many clients has too many for one peer's silence to mean anything. */
 export const MAX_PEERS = 256;
 
 const HEALTH_CHECKER = /^(?:kube-probe|ELB-HealthChecker)\//;
@@ -52,17 +32,11 @@ export interface PeerSocket {
 	readonly remoteAddress?: string | undefined;
 }
 
-/** A peer's requests while serving. A plain object, kept on its connections: `n++` per request. */
 export interface PeerCounter {
 	n: number;
 }
 
-/**
- * A connection's (or an HTTP/2 session's) peer counter, found on its first
- * request. The filters count while serving with
- * `(owner[PEER_COUNTER] ?? arrivals.counterFor(owner, address, userAgent)).n++`:
- * the address and the User-Agent are read on a connection's first request only.
- */
+/** A connection's (or HTTP/2 session's) counter, kept on it so its address and User-Agent are read on its first request only. */
 export const PEER_COUNTER = Symbol('graceful-cluster.peer');
 export type Counted = object & {[PEER_COUNTER]?: PeerCounter};
 
@@ -85,9 +59,7 @@ interface Snapshot {
 
 interface AfterSignal {
 	readonly startedAt: number;
-	/** Each peer's rate before the signal, per second. */
 	readonly rates: ReadonlyMap<string, number>;
-	/** Each peer's longest silence before the signal, where it missed a second at least. */
 	readonly gaps: ReadonlyMap<string, number>;
 	readonly bySecond: number[];
 	/** How long before the signal this process could count, up to RATE_WINDOW_MS. */
@@ -99,11 +71,9 @@ interface AfterSignal {
 }
 
 /**
- * A peer's rate over the RECENT_SPAN_MS before its last arrival (since the
- * signal, if that is nearer; `recent`: a ring of its last arrival times, whose
- * oldest starts the span when it is full). Always a figure, however few
- * arrivals: a peer down to a trickle must not be judged by its rate before the
- * signal, and few arrivals read as a low rate, the safe side.
+ * A peer's rate over the RECENT_SPAN_MS before its last arrival. Always a figure,
+ * however few arrivals: a peer down to a trickle must not be judged by its rate
+ * before the signal, and few arrivals read as a low rate, the safe side.
  */
 function recentRate(recent: readonly number[], lastAt: number, signalAt: number): number {
 	let from = Math.max(signalAt, lastAt - RECENT_SPAN_MS);
@@ -116,10 +86,9 @@ function recentRate(recent: readonly number[], lastAt: number, signalAt: number)
 }
 
 /**
- * Each peer's longest silence over `snapshots` (a second apart): a run of r
- * seconds in which it sent nothing, between two in which it did, is a
- * silence of at most r + 2 s. Only runs between requests: the seconds before
- * a peer's first one are not a lull of its own.
+ * Each peer's longest silence over `snapshots` (a second apart): r silent seconds
+ * between two that had requests is a silence of at most r + 2 s. The seconds before
+ * a peer's first request are not a lull of its own.
  */
 function longestGaps(snapshots: readonly Snapshot[]): Map<string, number> {
 	const gaps = new Map<string, number>();
@@ -145,10 +114,9 @@ function longestGaps(snapshots: readonly Snapshot[]): Map<string, number> {
 }
 
 /**
- * At most MAX_PEERS peers and `other`: the peers seen before the signal and
- * those new since can be two sets of MAX_PEERS. The busiest are kept; the rest
- * join `other`, which the primary's rule reads as "too many peers to tell
- * apart" (the full period), so none is silently left out.
+ * Peers seen before the signal and those new since can be two sets of MAX_PEERS: the
+ * busiest are kept and the rest join `other`, which the primary reads as too many
+ * peers to tell apart (the full period), so none is silently left out.
  */
 function foldExcess(peers: PeerArrivals[]): PeerArrivals[] {
 	if (peers.length <= MAX_PEERS) {
@@ -171,22 +139,14 @@ function foldExcess(peers: PeerArrivals[]): PeerArrivals[] {
 }
 
 export interface ArrivalsOptions {
-	/** Count each peer's requests while serving, for its rate (see the header); off: one counter for all. */
 	readonly perPeer?: boolean | undefined;
 }
 
 export class Arrivals {
 	private readonly counters = new Map<string, PeerCounter>();
-	/**
-	 * Every HTTP/1.1 connection's counter while serving when peers are not told
-	 * apart; nothing reads its count. It marks the connection's first request
-	 * found, which the HTTP/1.1 filter still needs (its socket.io notice); the
-	 * HTTP/2 filter counts nothing then (`perPeer`).
-	 */
+	/** The counter every connection shares when peers are not told apart: nothing reads it, but the HTTP/1.1 filter needs a connection's first request marked. */
 	private readonly unattributed: PeerCounter = {n: 0};
-	/** Whether each peer's requests are counted while serving: something reads their rates. Off, a filter may skip counting. */
 	readonly perPeer: boolean;
-	/** Connections of health checkers, and peers past MAX_PEERS: not told apart. */
 	private readonly ignored: PeerCounter = {n: 0};
 	private readonly other: PeerCounter = {n: 0};
 	private snapshots: Snapshot[] = [];
@@ -210,10 +170,7 @@ export class Arrivals {
 		return this.clock.now();
 	}
 
-	/**
-	 * From the signal on, per app request that arrives. `address` and
-	 * `userAgent` are read here only: the serving path never pays for them.
-	 */
+	/** From the signal on, per app request; the serving path never reads `address` or `userAgent`. */
 	arrived(address: string | undefined, userAgent: string | undefined): void {
 		const {after} = this;
 		if (after === undefined || isHealthChecker(userAgent)) {
@@ -244,9 +201,8 @@ export class Arrivals {
 	}
 
 	/**
-	 * The signal: each peer's rate over the RATE_WINDOW_MS before it is fixed,
-	 * and the arrivals count from here. `signalAt`: when the signal came, on
-	 * this clock (earlier than now if the drain message was read late).
+	 * The signal: fixes each peer's rate over the window before it. `signalAt` is
+	 * earlier than now if the drain message was read late.
 	 */
 	begin(signalAt = this.now()): void {
 		if (this.after) {
@@ -277,12 +233,10 @@ export class Arrivals {
 		this.version++;
 	}
 
-	/** Changes with every report-worthy change: the progress reports compare it. */
 	get changes(): number {
 		return this.version;
 	}
 
-	/** What the worker tells the primary (protocol.ts `ArrivalsReport`); undefined before the signal. */
 	report(): ArrivalsReport | undefined {
 		const {after} = this;
 		if (after === undefined) {
@@ -315,12 +269,10 @@ export class Arrivals {
 		};
 	}
 
-	/** Stops the snapshot timer (a filter taken off, the process leaving). */
 	stop(): void {
 		this.clock.clear(this.timer);
 	}
 
-	/** A connection's first request while serving: its peer's counter, kept on it. `socket`'s address is read only to tell peers apart. */
 	counterFor(owner: Counted, socket: PeerSocket | undefined, userAgent: string | undefined): PeerCounter {
 		if (!this.perPeer) {
 			owner[PEER_COUNTER] = this.unattributed;

@@ -1,8 +1,4 @@
-/**
- * A process's servers and its one drain: the bootstrap's `take` as a server
- * begins to listen, the app's `attach(server, options)` (options and the
- * handle), `exclude()`. A server is filtered once, whichever came first.
- */
+/** A process's servers and its one drain: a server is filtered once, whether the bootstrap took it as it listened or the app attached it first. */
 import net from 'node:net';
 import type {WorkerChannel} from './channel.js';
 import type {ProcessDrain} from './drain.js';
@@ -12,7 +8,6 @@ import {isMetricsRegistry, shareMetrics} from './metrics.js';
 import {Readiness} from './readiness.js';
 import type {Warmup} from './warmup.js';
 
-/** What attach() was given, for its TypeError. */
 function describe(value: unknown): string {
 	if (value === null || value === undefined) {
 		return String(value);
@@ -33,7 +28,6 @@ function describe(value: unknown): string {
 /** A @grpc/grpc-js `Server`: it keeps its node:http2 servers to itself. */
 const isGrpcServer = (value: unknown): boolean => typeof (value as {bindAsync?: unknown} | null)?.bindAsync === 'function' && typeof (value as {tryShutdown?: unknown}).tryShutdown === 'function';
 
-/** Throws the TypeError attach() owes a value it cannot take. */
 export function checkAttachable(server: unknown, options: AttachOptions): asserts server is DrainableServer {
 	if (isGrpcServer(server)) {
 		throw new TypeError('graceful-cluster: attach() got a @grpc/grpc-js Server, which keeps its HTTP/2 server to itself. Under the graceful-cluster CLI it needs no attach(): its HTTP/2 server is drained as it listens (new calls get UNAVAILABLE, calls in flight finish), and the app\'s own process.on(\'SIGTERM\', () => server.tryShutdown(...)) runs after them. Remove the call.');
@@ -48,7 +42,6 @@ export function checkAttachable(server: unknown, options: AttachOptions): assert
 	}
 }
 
-/** Throws the TypeError exclude() owes a value that is not a server. */
 export function checkExcludable(server: unknown): asserts server is net.Server {
 	if (!(server instanceof net.Server)) {
 		throw new TypeError(`graceful-cluster: exclude(server) takes a server (a node:net, node:http, node:https or node:http2 one, such as the one Express's app.listen() returns); it got ${describe(server)}.`);
@@ -56,25 +49,18 @@ export function checkExcludable(server: unknown): asserts server is net.Server {
 }
 
 export interface AttachmentsContext {
-	/** Under the CLI: where the app's metrics go. */
 	readonly channel?: WorkerChannel | undefined;
-	/** In a reload's or a recycle's replacement: holds connections until the readiness checks pass. */
 	readonly warmup?: Warmup | undefined;
 	readonly checkTimeoutMs: number;
-	/** A server the drain had taken listens on `address` no more for the drain (`exclude`): the primary stops counting it as covered. */
+	/** A server the app left out after the drain took it: the primary stops counting its address as covered. */
 	readonly uncovers?: ((address: string) => void) | undefined;
 }
 
-/** The servers of one process's drain. */
 export class Attachments {
 	private readonly filters = new Map<net.Server, ServerFilter>();
 
 	constructor(readonly drain: ProcessDrain, private readonly context: AttachmentsContext) {}
 
-	/**
-	 * A server begins to listen (the bootstrap): the drain takes it unless the
-	 * app left it out. True when the drain has it.
-	 */
 	take(server: DrainableServer): boolean {
 		if (!this.filters.has(server) && !isExcluded(server)) {
 			this.add(server);
@@ -83,12 +69,11 @@ export class Attachments {
 		return this.filters.has(server);
 	}
 
-	/** True when the drain has `server`. */
 	has(server: net.Server): boolean {
 		return this.filters.has(server);
 	}
 
-	/** `attach(server, options)`: the drain takes it if it has not yet; the options apply either way. */
+	/** The drain takes it if it has not yet; the options apply either way. */
 	attach(server: DrainableServer, options: AttachOptions = {}): GracefulHandle {
 		checkAttachable(server, options);
 		const {channel, warmup, checkTimeoutMs} = this.context;
@@ -141,7 +126,7 @@ export class Attachments {
 		return handle;
 	}
 
-	/** `exclude(server)`: the drain leaves it (and its counts so far: they stay in `requests`). */
+	/** Its counts so far stay in `requests`. */
 	exclude(server: net.Server): void {
 		markExcluded(server, true);
 		const filter = this.filters.get(server);

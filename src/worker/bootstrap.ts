@@ -1,19 +1,14 @@
 /**
- * Preloaded into every worker (`node --require <this> app.js`), before the
- * app's first line. It keeps the worker alive through a signal sent to the
- * process group (Ctrl-C, systemd's `KillMode=control-group`): only the
- * primary acts on signals. It opens the IPC channel (a drain that comes while
- * the app starts is kept), beats (heartbeat.ts), holds the app's own signal
- * listeners so that its shutdown runs after the drain (signal-listeners.ts),
- * and gives every HTTP server the worker listens on to the drain as it
- * begins to listen (listening-servers.ts), as the app's `attach()` calls do
- * (channel.ts `attach`): one drain per process, whichever copy of the helper
- * the app loaded.
+ * Preloaded into every worker, before the app's first line. It keeps the worker
+ * alive through a signal sent to the process group (Ctrl-C, systemd's
+ * `KillMode=control-group`): only the primary acts on signals. It opens the IPC
+ * channel, beats, holds the app's own signal listeners so that its shutdown runs
+ * after the drain, and gives every HTTP server the worker listens on to the drain:
+ * one drain per process, whichever copy of the helper the app loaded.
  *
- * A worker with no server to drain (a raw `net` protocol, a queue consumer)
- * gets the basic drain: the primary disconnects it when the reject phase ends
- * (one still loading, once it listens) and kills it at the deadline; its held
- * listeners run at that disconnect, or at the reject phase's end.
+ * A worker with no server to drain (a raw `net` protocol, a queue consumer) gets the
+ * basic drain: the primary disconnects it when the reject phase ends and kills it at
+ * the deadline.
  */
 import cluster from 'node:cluster';
 import os from 'node:os';
@@ -34,10 +29,9 @@ import {callListeners, endsProcess, holdSignalListeners, listenerName, listeners
 import {blockOutput} from './stdio.js';
 import {ExitWatch} from './app-exit.js';
 
-// `child_process.fork()` copies `execArgv`, so the app's own children would load
-// this file too and then ignore SIGTERM; take it out of what they inherit.
-// `--require <path>` as the bundle's primary passes it; `--import <url>` as
-// the compiled tree's does (package-files.ts bootstrapPreload).
+// `child_process.fork()` copies `execArgv`, so the app's own children would load this
+// file too and then ignore SIGTERM. `--require <path>` is the bundle's form, `--import
+// <url>` the compiled tree's (package-files.ts bootstrapPreload).
 for (const [flag, self] of [['--require', fileURLToPath(import.meta.url)], ['--import', import.meta.url]] as const) {
 	for (let index = process.execArgv.indexOf(self); index > 0 && process.execArgv[index - 1] === flag; index = process.execArgv.indexOf(self)) {
 		process.execArgv.splice(index - 1, 2);
@@ -57,15 +51,14 @@ if (cluster.isWorker && cluster.worker) {
 		},
 		metricsRequest: answerScrape,
 	});
-	// From the drain on, what the worker prints must reach the primary even if
-	// the app exits right after printing it (stdio.ts).
+	// From the drain on, what the worker prints must reach the primary even if the app
+	// exits right after printing it.
 	channel.listeners.add(() => {
 		blockOutput();
 	});
 
 	startHeartbeat(channel, logger, heartbeat);
-	// The process's drain, made with the first server it takes: a worker that
-	// never has one (a queue consumer) says nothing of a drain to the primary.
+	// Made with the first server: a worker that never has one says nothing of a drain.
 	let drained: Attachments | undefined;
 	const attachments = (): Attachments => {
 		drained ??= loadHosts().hostCluster(channel, logger, () => {
@@ -74,15 +67,13 @@ if (cluster.isWorker && cluster.worker) {
 		return drained;
 	};
 
-	/** Some server of the app's began to listen: it serves something. */
 	let listened = false;
-	// Before the app's first listen(); those the drain does not take are followed here.
 	const servers = followServers(server => {
 		listened = true;
 		return autoAttach && drainableKind(server) !== undefined && !isExcluded(server) ? attachments().take(server as DrainableServer) : drained?.has(server) ?? false;
 	}, server => {
 		listened = true;
-		// node:cluster tells the primary nothing of it: the worker does, once it listens.
+		// node:cluster tells the primary nothing of it: the worker does.
 		server.once('listening', () => {
 			const address = formatAddress(server.address());
 			logger.info({address}, 'a server listens without node:cluster (listen({exclusive: true})): it takes its connections itself, not through the primary');
@@ -102,8 +93,6 @@ if (cluster.isWorker && cluster.worker) {
 		}
 	};
 
-	// The app's listeners for every signal the primary drains or reloads on, a
-	// `--require` preload's (an APM agent's) included: held from here on.
 	const held = holdSignalListeners({ownExisting: true, signals: HANDLED_SIGNALS.filter(signal => SIGNAL_ACTIONS[signal] !== 'ignore')});
 
 	const onSignal = (signal: NodeJS.Signals): void => {
@@ -115,24 +104,18 @@ if (cluster.isWorker && cluster.worker) {
 		}
 	};
 
-	// Every signal the primary handles reaches the workers too when it is sent to
-	// the process group (Ctrl-C, Ctrl-\, a closed terminal, systemd's
-	// KillMode=control-group): only the primary acts on it. Ours, past the
-	// holding: the app's `removeAllListeners()` leaves them.
+	// A signal sent to the process group (Ctrl-C, a closed terminal, systemd's
+	// KillMode=control-group) reaches the workers too: only the primary acts on it.
 	for (const signal of HANDLED_SIGNALS) {
 		held.listenOurselves(signal, onSignal);
 	}
 
-	// The basic drain (a worker with no server to drain): the app's own
-	// listeners run at the reject phase's end (a reload: the linger's), from the
-	// leave message's timeline, or at the disconnect if that comes first; not
-	// only at the disconnect, which waits for every connection to close (a gRPC
-	// client channel never closes before the app's `tryShutdown()`). The timer is
-	// ref'd: after the disconnect nothing else may keep the process alive.
-	// When the leave finds no listener (the app still loading, or lazy), each
-	// one registered later runs as it is registered; when it finds some, they
-	// are all. A listener that fails after the disconnect says so by the exit
-	// code (protocol.ts UNSENT_HOOK_FAILURE_EXIT).
+	// The basic drain: the app's own listeners run at the reject phase's end (a reload:
+	// the linger's), or at the disconnect if that comes first; not only at the disconnect,
+	// which waits for every connection to close (a gRPC client channel never closes before
+	// the app's `tryShutdown()`). The timer is ref'd: after the disconnect nothing else may
+	// keep the process alive. A listener that fails after the disconnect says so by the
+	// exit code.
 	let unsentFailures = false;
 	const failedUnsent = (): void => {
 		if (!unsentFailures) {
@@ -146,9 +129,8 @@ if (cluster.isWorker && cluster.worker) {
 	};
 
 	channel.listeners.add(({message, receivedAt}) => {
-		// The servers the drain does not take stop listening now in a retire; in
-		// a drain with the drained ones (cluster-host.ts), or at node:cluster's
-		// disconnect. A close of the app's after that succeeds (listening-servers.ts).
+		// Servers the drain does not take stop listening now in a retire; in a drain, with
+		// the drained ones (cluster-host.ts).
 		servers.drain();
 		if (message.type === 'retire') {
 			servers.stopListening();
@@ -158,9 +140,8 @@ if (cluster.isWorker && cluster.worker) {
 			return;
 		}
 
-		// `pending` until the leave has looked; `done`: the listeners it found ran;
-		// `late`: it found none, so each registered later runs, but for those our
-		// own call of a listener registers (`calling`).
+		// `late`: the leave found no listener, so each registered later runs, but for those
+		// our own call of a listener registers (`calling`).
 		let leave: 'pending' | 'done' | 'late' = 'pending';
 		let calling = false;
 		let scheduled = false;
@@ -185,9 +166,8 @@ if (cluster.isWorker && cluster.worker) {
 			if (entries.length === 0) {
 				leave = 'late';
 				held.onHeld = onHeld;
-				// A worker that serves nothing and has no listener for the signal would
-				// die of it under plain Node (a consumer whose timers keep it alive):
-				// so it does, once a listener the app was about to add has had its moment.
+				// A worker that serves nothing and has no listener for the signal would die of it
+				// under plain Node: so it does, once a listener about to be added has had its moment.
 				if (!listened) {
 					setTimeout(() => {
 						if (leave === 'late') {
@@ -204,8 +184,7 @@ if (cluster.isWorker && cluster.worker) {
 				leave = 'done';
 			}
 
-			// The app's own shutdown, re-raising its signal when done with no listener
-			// left for it (terminus, NestJS), means to end the process: it ends.
+			// Re-raising its signal with no listener left (terminus, NestJS) means to end the process.
 			held.onSelfSignal = sent => {
 				if (endsProcess(held, sent)) {
 					process.exit(0);
@@ -214,7 +193,6 @@ if (cluster.isWorker && cluster.worker) {
 
 			const names = entries.map(entry => listenerName(entry, signal));
 			logger.info({listeners: names, signal}, 'running the app\'s own signal listeners');
-			// Nothing awaits them: a failing code they set or exit with is named at the exit.
 			new ExitWatch(logger).blame(names.join(', '));
 			calling = true;
 			try {
@@ -233,9 +211,8 @@ if (cluster.isWorker && cluster.worker) {
 
 		const at = message.type === 'drain' ? rejectEndsAt(remaining(message, performance.now() - receivedAt)) : message.lingerMs;
 		const timer = setTimeout(() => {
-			// Not listening yet (node:cluster's `worker.state`, not in its types): the
-			// app is still loading; the primary disconnects this worker once it
-			// listens, and its listeners run then.
+			// Not listening yet (`worker.state`, not in node:cluster's types): the app is still
+			// loading; the primary disconnects this worker once it listens, and its listeners run then.
 			const state = (cluster.worker as {state?: string} | undefined)?.state;
 			if (state !== undefined && state !== 'listening' && process.connected) {
 				return;

@@ -1,23 +1,18 @@
 /**
- * The worker's end of the IPC channel, opened by the bootstrap before the app
- * and found by the drain and the helper (maybe the app's own copy of this
- * package) on a global under a versioned `Symbol.for` key. A drain message that
- * comes before the drain exists is kept; the drain starts late, the time
- * already spent taken off.
+ * The worker's end of the IPC channel, opened by the bootstrap before the app and
+ * found by the drain and the helper (maybe the app's own copy of this package) on a
+ * global under a versioned `Symbol.for` key. A drain message that comes before the
+ * drain exists is kept; the drain starts late, the time already spent taken off.
  */
 import type net from 'node:net';
 import type {AttachOptions, GracefulHandle} from './handle.js';
 import type {DrainableServer} from './filter.js';
 import {envelope, parseMessage, TO_WORKER, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 
-/** The primary's instruction to leave: a drain (shutdown) or a retire (reload). The first decides how the worker leaves. */
+/** The first leave message decides how the worker leaves. */
 export interface ReceivedDrain {
 	readonly message: LeaveMessage;
-	/**
-	 * `performance.now()` when the bootstrap read it: that clock, whatever this
-	 * copy's clock.ts uses, as a helper of another version reads it so. (The
-	 * global, loaded at its first call: in the drain, not at every start.)
-	 */
+	/** `performance.now()`, whatever this copy's clock.ts uses: a helper of another version reads it so. */
 	readonly receivedAt: number;
 }
 
@@ -27,39 +22,25 @@ export interface WorkerChannel {
 	drain: ReceivedDrain | undefined;
 	readonly listeners: Set<(drain: ReceivedDrain) => void>;
 	send(message: ToPrimary, callback?: () => void): void;
-	/** Set by the drain: the request counts the heartbeat carries, once a second; unset (nothing drained), 0. */
+	/** Set by the drain: the request counts the heartbeat carries; unset (nothing drained), 0. */
 	stats: (() => {readonly requests: number; readonly inflight: number}) | undefined;
 	/**
-	 * The app's metrics, `registry.getMetricsAsJSON()`, set by `attach(server,
-	 * {metricsRegistry})` (worker/metrics.ts); undefined: the app gave none, and a
-	 * scrape gets `[]` at once. Optional: an older bootstrap's channel lacks it.
+	 * The optional members are set by the drain or the bootstrap; a channel made by an
+	 * older bootstrap (another installed copy) lacks them. `metrics` unset: the app gave
+	 * no registry, and a scrape gets `[]` at once.
 	 */
 	metrics?: (() => Promise<unknown>) | undefined;
-	/** Set by a warming replacement's drain (warmup.ts): the primary's `serve-now`. Optional: an older bootstrap's channel lacks it. */
 	serveNow?: (() => void) | undefined;
-	/** Set by the drain: the primary's `end-reject` (adaptive reject period). Optional, as `serveNow`. */
 	endReject?: (() => void) | undefined;
-	/** Set by the drain: the primary's `report-now` (the adaptive rule's last look). */
 	reportNow?: ((id: number) => void) | undefined;
-	/** Set by the drain: a drain message after the retire this worker acts on (a shutdown during a reload). Optional, as `serveNow`. */
+	/** A shutdown during a reload, after the retire this worker acts on. */
 	drainWhileRetiring?: ((drain: ReceivedDrain) => void) | undefined;
-	/**
-	 * Set by the bootstrap: the process's one drain takes `server` (attach.ts
-	 * `Attachments.attach`), whichever copy of the helper the app calls.
-	 * Optional: an older bootstrap's channel lacks it, and the helper drains
-	 * with a drain of its own.
-	 */
+	/** The process's one drain takes `server`, whichever copy of the helper the app calls; unset, the helper drains with a drain of its own. */
 	attach?: ((server: DrainableServer, options?: AttachOptions) => GracefulHandle) | undefined;
-	/** Set by the bootstrap: the app leaves `server` out of the drain (`Attachments.exclude`). Optional, as `attach`. */
 	exclude?: ((server: net.Server) => void) | undefined;
 }
 
-/**
- * The signal a leave answers: the one the primary received (in the message),
- * else, for a drain, the one this worker received itself, else SIGTERM (a
- * recycle's retire carries none: the worker is stopped, as an orchestrator
- * stops it).
- */
+/** The primary's signal, else for a drain the one this worker received, else SIGTERM (a recycle's retire carries none). */
 export function leaveSignal(message: LeaveMessage, receivedHere: NodeJS.Signals | undefined): NodeJS.Signals {
 	return (message.signal as NodeJS.Signals | undefined) ?? (message.type === 'drain' ? receivedHere : undefined) ?? 'SIGTERM';
 }
@@ -70,18 +51,12 @@ export function getChannel(): WorkerChannel | undefined {
 	return (globalThis as Record<symbol, WorkerChannel | undefined>)[KEY];
 }
 
-/** What the bootstrap does with the messages that are not a leave. */
 export interface ChannelHandlers {
-	/** One of ours, malformed: the reason, for the log. */
 	invalid(reason: string): void;
-	/** A scrape wants the app's metrics (worker/metrics.ts answers). */
 	metricsRequest(channel: WorkerChannel, message: MetricsRequestMessage): void;
 }
 
-/**
- * Opens the channel; called by the bootstrap only. Foreign messages (the app's)
- * are left to the app's own `'message'` listeners.
- */
+/** Foreign messages (the app's) are left to the app's own `'message'` listeners. */
 export function openChannel(workerId: number, handlers: ChannelHandlers): WorkerChannel {
 	const channel: WorkerChannel = {
 		v: 1,
@@ -124,7 +99,7 @@ export function openChannel(workerId: number, handlers: ChannelHandlers): Worker
 				listener(drain);
 			}
 		} else if (message.type === 'drain' && channel.drain.message.type === 'retire') {
-			// A shutdown while this worker retires: it goes on retiring (worker/drain.ts `drainWhileRetiring`).
+			// A shutdown while this worker retires: it goes on retiring.
 			channel.drainWhileRetiring?.({message, receivedAt: performance.now()});
 		}
 	});

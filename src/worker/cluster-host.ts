@@ -21,11 +21,7 @@ import {getSignalListeners} from './signal-listeners.js';
 import {flushOutput} from './stdio.js';
 import {Warmup} from './warmup.js';
 
-/**
- * The process's drain, made with its first server: the bootstrap's, or, under
- * an older bootstrap that takes none, the helper's. `stopOthers`: the servers
- * it does not take stop listening, as the drained ones do.
- */
+/** Under an older bootstrap that takes no server, the helper makes the drain. `stopOthers`: the servers it does not take stop listening as the drained ones do. */
 export function hostCluster(channel: WorkerChannel, logger: Logger, stopOthers?: () => void): Attachments {
 	const settings = workerSettingsFromEnv(process.env);
 	const {replacement, peerRates, listenTimeoutMs} = readWorkerEnv(process.env);
@@ -53,11 +49,8 @@ export function hostCluster(channel: WorkerChannel, logger: Logger, stopOthers?:
 }
 
 interface JoinOptions {
-	/** This worker replaces another, and takes connections once ready (warmup.ts). */
 	readonly warmup: Warmup | undefined;
-	/** The servers the drain does not take stop listening (`hostCluster`). */
 	readonly stopOthers: (() => void) | undefined;
-	/** `--listen-timeout`: how long a drain waits for an app still starting to listen. */
 	readonly listenTimeoutMs: number;
 }
 
@@ -69,7 +62,6 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		drain.setAppShutdown(appShutdown(held, logger));
 	}
 
-	/** The drain's counts as they stand, to the primary; `extra`: what this report is besides. */
 	const report = (counts: Counts, extra: Pick<InflightMessage, 'atSignal' | 'hooksFailed' | 'reportId'> = {}): void => {
 		const arrivals = drain.arrivals.report();
 		channel.send({type: 'inflight', ...counts, ...(arrivals ? {arrivals} : {}), ...extra});
@@ -80,7 +72,7 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 			report(counts);
 		},
 		signalledWhileRetiring(counts) {
-			// The drain's starting point for this worker: sent at once, ahead of anything it tells later.
+			// The drain's starting point for this worker: sent ahead of anything it tells later.
 			report(counts, {atSignal: true, hooksFailed: drain.summary().hooksFailed});
 		},
 		covers(address) {
@@ -92,9 +84,8 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		},
 		hooksStarting(counts, proceed) {
 			const arrivals = drain.arrivals.report();
-			// Acknowledged before the first hook: a hook's process.exit() cannot
-			// overtake it, so the primary knows no request was lost.
-			// The app's metrics go first: a hook's process.exit() must not lose them.
+			// The metrics, then this message, acknowledged before the first hook: a hook's
+			// process.exit() cannot lose them, and the primary knows no request was lost.
 			void sendFinalMetrics(channel).then(() => {
 				channel.send({type: 'hooks', ...tallyOf(counts), ...(arrivals ? {arrivals} : {})}, proceed);
 			});
@@ -108,18 +99,16 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 			clearCodeSetBefore(codeAtDrain, logger);
 			void flushOutput().then(async () => sendFinalMetrics(channel)).then(() => {
 				logger.info({...summary, exitCode: appExitCode() ?? 0}, 'worker drained');
-				// Exit only once the primary has the message: it tells a drained worker
-				// from one that crashed by this message alone.
+				// Exit only once the primary has the message: it tells a drained worker from a
+				// crashed one by this message alone.
 				const arrivals = drain.arrivals.report();
 				channel.send({type: 'drained', ...summary, ...(arrivals ? {arrivals} : {})}, () => {
 					if (exit === 'now') {
-						// With the code the app set, if any, as plain Node would: a failing
-						// one is its shutdown's failure, which the primary counts.
+						// With the code the app set, if any, as plain Node would.
 						process.exit();
 					}
 
-					// The app's shutdown left nothing running: the process ends by itself,
-					// after whatever its 'beforeExit' listeners started; a failing code they set is named.
+					// The process ends by itself, after what its 'beforeExit' listeners started.
 					new ExitWatch(logger).blame('the app\'s beforeExit or exit listeners');
 					process.channel?.unref();
 				});
@@ -142,17 +131,15 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 		}
 	};
 	channel.send({type: 'attached', ...(warmup ? {warming: true} : {})});
-	/** The app's exit code when the drain or retire began (app-exit.ts `clearCodeSetBefore`). */
 	let codeAtDrain: number | undefined;
 	const start = ({message, receivedAt}: ReceivedDrain): void => {
 		codeAtDrain = appExitCode();
 		warmup?.stop();
-		// Not listening yet (node:cluster's `worker.state`, not in its types): the
-		// app is still starting. A drain waits for its listen until the primary
-		// would count it failed, leaving half the time to the deadline; a retire, a moment.
+		// Not listening yet (`worker.state`, not in node:cluster's types): the app is still
+		// starting. A drain waits for its listen until the primary would count it failed,
+		// leaving half the time to the deadline; a retire, a moment.
 		const starting = (cluster.worker as {state?: string} | undefined)?.state !== 'listening';
 		if (message.type === 'drain') {
-			// The message's timeline counts from when the bootstrap read it.
 			const timeline = remaining(message, performance.now() - receivedAt);
 			if (starting) {
 				drain.settle(Math.max(LISTEN_SETTLE_MS, Math.min(listenTimeoutMs - process.uptime() * 1000, timeline.gracePeriodMs / 2)));

@@ -1,8 +1,4 @@
-/**
- * Puts the right filter in front of an attached server: the HTTP/1.1 adapter
- * for node:http and node:https servers, the HTTP/2 adapter for node:http2 ones
- * (filter.ts `drainableKind`), with the settings each needs.
- */
+/** Puts the right adapter (HTTP/1.1 or HTTP/2) in front of a drained server, with the settings each needs. */
 import type {Server} from 'node:http';
 import type {Logger} from '../logger.js';
 import type {WorkerSettings} from '../settings.js';
@@ -14,11 +10,8 @@ import type {Arrivals} from './arrivals.js';
 
 export interface FilterWiring {
 	readonly logger: Logger;
-	/** The last request in flight of this server finished during a drain. */
 	readonly onIdle: () => void;
-	/** How long a connection the drain closes may linger now. */
 	readonly lingerMs: () => number;
-	/** The process's arrival telemetry, shared by its filters. */
 	readonly arrivals: Arrivals;
 	readonly onNotice?: ((code: NoticeCode) => void) | undefined;
 }
@@ -42,11 +35,11 @@ export function createFilter(server: DrainableServer, settings: WorkerSettings, 
 		arrivals,
 		onNotice,
 	};
-	// HTTP/2 ends connections with GOAWAY, not `Connection: close`: an adapter of its own.
+	// HTTP/2 ends connections with GOAWAY, not `Connection: close`.
 	if (drainableKind(server) === 'http2') {
 		return new Http2Filter(server as Http2AnyServer, options);
 	}
 
-	// Only HTTP/1.1 has keep-alive timeouts (an HTTP/2 session has no idle timeout unless the app sets one).
+	// Only HTTP/1.1 has keep-alive timeouts to tune.
 	return new RequestFilter(server as Server, {...options, keepAliveTimeoutMs: settings.keepAliveTimeoutMs});
 }

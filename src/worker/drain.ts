@@ -1,15 +1,10 @@
 /**
- * One process's drain: the phase machine that moves its drained servers
- * (drained-servers.ts) through the timeline after the signal, ending in the
- * app's shutdown (hooks.ts) and an exit, which the host makes (drain-host.ts).
+ * One process's drain: the phase machine that moves its drained servers through the
+ * timeline after the signal, ending in the app's shutdown and an exit, which the host
+ * makes (drain-host.ts).
  *
  *   serving -> serve -> reject -> closing -> hooks -> done
  *   serving -> retiring -> hooks -> done            (reload: a replacement is listening)
- *
- * `serve` and `reject` are timed from the drain's start; `closing` (listening
- * stopped) lasts until nothing is in flight. What a phase means for a request
- * is the filters' business (phase.ts `modeFor`); long-lived connections are
- * long-lived.ts' (told at the start, closed as the reject phase or linger ends).
  */
 import {inBackground, systemClock, TimerGroup, type Clock, type Timer} from '../clock.js';
 import {copyCounts, tallyOf, type Counts} from '../counts.js';
@@ -34,31 +29,24 @@ export type {DrainHost} from './drain-host.js';
 export class ProcessDrain {
 	private phase: Phase = {name: 'serving'};
 	private readonly servers: DrainedServers;
-	/** The app's shutdown: its hooks, then its own signal listeners (hooks.ts). */
 	private readonly shutdown: Shutdown;
 	private readonly notices: DrainNotices;
-	/** The long-lived connections' end (long-lived.ts). */
 	private readonly longLived: LongLivedEnd;
-	/** The signal that started the drain or the reload: the app's listeners for it run. */
+	/** The signal that started the drain or reload: the app's listeners for it run. */
 	private signal: NodeJS.Signals = 'SIGTERM';
 	private readonly timers: TimerGroup;
 	private startedAt = 0;
-	/** `clock.now()` at which the deadline kills this process; unknown in a retire. */
+	/** Unknown in a retire. */
 	private deadlineAt: number | undefined;
-	/** The connections left were told to close (`closeIfIdle`); once per drain. */
 	private connectionsClosed = false;
 	private readonly progress: DrainProgress;
 	private host: DrainHost | undefined;
-	/** The app requests that arrive, by peer: while serving, the rates; from the drain on, each arrival (arrivals.ts). */
 	readonly arrivals: Arrivals;
-	/** The timer that ends the reject phase at its period's end: cleared by an early end (`endReject`). */
 	private rejectTimer: Timer | undefined;
-	/** This process left for a reload (`retire`): a drain's signal that comes later finds it `retired`, and once it did, `signalled`. */
+	/** A drain's signal that comes during a reload's retire finds `retired`, and once it did, `signalled`. */
 	private leftForReload: 'no' | 'retired' | 'signalled' = 'no';
-	/** A drain that came while the app was still starting waits for it (`settle`). */
 	private readonly start: StartWait;
 
-	/** `peerRates`: count each peer's requests while serving (arrivals.ts); `exitListeners`: the app's `'beforeExit'` listeners' source (app-exit.ts). */
 	constructor(settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock, {peerRates = true, exitListeners}: {peerRates?: boolean; exitListeners?: ExitListeners} = {}) {
 		this.shutdown = new Shutdown(exitListeners);
 		this.timers = new TimerGroup(clock);
@@ -90,7 +78,6 @@ export class ProcessDrain {
 		return this.phase.name;
 	}
 
-	/** Every filter's counts, summed, and the long-lived connections the drain closed. */
 	get counts(): Counts {
 		return {...this.servers.counts, closedLongLived: this.longLived.closed, longLivedCut: this.longLived.cut};
 	}
@@ -99,7 +86,7 @@ export class ProcessDrain {
 		return this.servers.counts.inflight;
 	}
 
-	/** What the drain did so far: the `drained` message and `drain finished`'s figures. */
+	/** The `drained` message's and `drain finished`'s figures. */
 	summary(): DrainSummary {
 		return {durationMs: Math.round(this.clock.now() - this.startedAt), ...tallyOf(this.counts), hooksFailed: this.shutdown.failed};
 	}
@@ -108,7 +95,7 @@ export class ProcessDrain {
 		this.host = host;
 	}
 
-	/** Filters `server`; one taken during a drain (a second server, an app still starting) joins in the current phase. */
+	/** One taken during a drain (a second server, an app still starting) joins in the current phase. */
 	addServer(server: DrainableServer): ServerFilter {
 		const filter = this.servers.add(server);
 		filter.setMode(modeFor(this.phase.name));
@@ -120,14 +107,14 @@ export class ProcessDrain {
 		return filter;
 	}
 
-	/** The app is still starting (nothing listens yet) as the drain or retire begins (drained-servers.ts `StartWait`). */
+	/** The app is still starting (nothing listens yet) as the drain or retire begins. */
 	settle(waitForListenMs: number): void {
 		if (this.phase.name !== 'hooks' && this.phase.name !== 'done') {
 			this.start.wait(waitForListenMs);
 		}
 	}
 
-	/** Each notice once per process: the primary says it once for the cluster. */
+	/** Once per process: the primary says it once for the cluster. */
 	private readonly noticed = new Set<NoticeCode>();
 	private readonly notice = (code: NoticeCode): void => {
 		if (!this.noticed.has(code)) {
@@ -136,17 +123,16 @@ export class ProcessDrain {
 		}
 	};
 
-	/** A readiness check failed (readiness.ts): why, for the log only; the probe's 503 names the check. */
+	/** Why, for the log only; the probe's 503 names the check. */
 	logFailedChecks(failures: readonly string[]): void {
 		this.logger.warn({failures}, 'readiness checks failed');
 	}
 
-	/** Takes the filter off its server (`exclude()`); its requests still count in `requests`. */
+	/** Its requests still count in `requests`. */
 	removeServer(filter: ServerFilter): void {
 		this.servers.remove(filter);
 	}
 
-	/** Requests handed to the app since the process started: the heartbeat's count (`--max-requests`). */
 	get requests(): number {
 		return this.servers.requests;
 	}
@@ -155,17 +141,15 @@ export class ProcessDrain {
 		this.shutdown.add(hook);
 	}
 
-	/** Tells `listener` when the drain starts (or a reload retires the worker); at once if that already happened. */
 	addDrainListener(listener: DrainListener): void {
 		this.notices.add(listener);
 	}
 
-	/** The app's own shutdown, run after its `onShutdown()` hooks (its held signal listeners). */
 	setAppShutdown(app: AppShutdown): void {
 		this.shutdown.app = app;
 	}
 
-	/** Starts the drain on what is left of the timeline; `signalAt`: the primary's signal (epoch ms), the arrivals' zero. Idempotent. */
+	/** `signalAt`: the primary's signal (epoch ms), the arrivals' zero. */
 	begin(timeline: Timeline, signal: NodeJS.Signals = 'SIGTERM', signalAt?: number): void {
 		if (this.phase.name !== 'serving') {
 			return;
@@ -200,7 +184,7 @@ export class ProcessDrain {
 		this.notices.start('shutdown', now + rejectEndsAt(timeline));
 	}
 
-	/** The primary's adaptive reject period (primary/arrivals.ts): the reject phase ends now; a serve phase runs its course. */
+	/** The primary's adaptive reject period: the reject phase ends now; a serve phase runs its course. */
 	endReject(): void {
 		if (this.phase.name !== 'reject') {
 			return;
@@ -211,11 +195,6 @@ export class ProcessDrain {
 		this.enter({name: 'closing', startedAt: this.clock.now()});
 	}
 
-	/**
-	 * Leaves for a reload: stop accepting at once, serve what arrives on open
-	 * connections with `Connection: close`, and once nothing is in flight and the
-	 * linger is over, close what is left and exit.
-	 */
 	retire(lingerMs: number, signal: NodeJS.Signals = 'SIGTERM', notReady = false): void {
 		if (this.phase.name !== 'serving') {
 			return;
@@ -241,11 +220,7 @@ export class ProcessDrain {
 		this.notices.start('reload', phase.startedAt + lingerMs);
 	}
 
-	/**
-	 * A drain's signal reached this worker while it retires: it goes on
-	 * retiring, bounded by the drain's deadline from now on, and the host tells
-	 * the primary its counts of this moment, from which the drain counts. Once.
-	 */
+	/** Retiring goes on, bounded by the drain's deadline from now; the drain counts from this moment. */
 	drainWhileRetiring(timeline: Timeline, signalAt?: number): void {
 		if (this.leftForReload !== 'retired') {
 			return;
@@ -253,7 +228,6 @@ export class ProcessDrain {
 
 		this.leftForReload = 'signalled';
 		this.deadlineAt = this.clock.now() + timeline.gracePeriodMs;
-		// A request on a connection it kept open is an arrival after the signal as much as any other.
 		this.beginArrivals(signalAt);
 		const counts = copyCounts(this.counts);
 		this.logger.info({...counts, gracePeriodMs: timeline.gracePeriodMs}, 'drain signal while retiring: retiring on, within the grace period; the drain counts from here');
@@ -267,20 +241,18 @@ export class ProcessDrain {
 		}
 	}
 
-	/** Arrivals count from the primary's signal (epoch ms): a worker that read the message late must not date them late too. */
+	/** A worker that read the message late must not date the arrivals late too. */
 	private beginArrivals(signalAt: number | undefined): void {
 		const now = this.clock.now();
 		this.arrivals.begin(signalAt === undefined ? now : now - Math.max(0, Date.now() - signalAt));
 	}
 
-	/** The end of the reject phase (a reload: of the linger): the long-lived connections left are closed. */
 	private closeLongLived(): void {
 		this.longLived.close(this.notices.reason ?? 'shutdown', (run, ms) => this.timers.timeout(run, ms), () => {
 			this.closeIfIdle();
 		});
 	}
 
-	/** Counts to the host (progress.ts), then every REPORT_INTERVAL_MS. */
 	private startReporting(): void {
 		this.progress.report(this.host);
 		this.timers.interval(() => {
@@ -291,11 +263,9 @@ export class ProcessDrain {
 		}, REPORT_INTERVAL_MS);
 	}
 
-	/** Every phase change goes through here: the filters' mode follows, then the phase's own work. */
 	private enter(phase: Phase): void {
 		this.phase = phase;
-		// Listening stops once, on the phase that stops it: `server.close()` again
-		// would emit the server's 'close' again.
+		// Listening stops once: `server.close()` again would emit the server's 'close' again.
 		const stops = phase.name === 'retiring' || phase.name === 'closing';
 		this.servers.enter(modeFor(phase.name), stops ? stopsAccepting(phase.name) : 'no');
 		if (stops) {
@@ -344,9 +314,8 @@ export class ProcessDrain {
 		const {phase} = this;
 		const leaving = phase.name === 'closing' || (phase.name === 'retiring' && !phase.lingering);
 		if (leaving && this.inflight === 0 && this.longLived.settled(this.counts.upgrades + this.counts.streams) && this.start.over) {
-			// What is still connected has no request in flight (idle, a last
-			// response on its way to a slow client, a slowloris): each is closed
-			// gracefully, within a bound, before the app's shutdown, which may exit.
+			// What is still connected has no request in flight: each is closed gracefully,
+			// within a bound, before the app's shutdown, which may exit.
 			if (!this.connectionsClosed) {
 				this.connectionsClosed = true;
 				this.servers.closeConnections();
@@ -360,7 +329,7 @@ export class ProcessDrain {
 		}
 	}
 
-	/** The longest a connection the drain closes may linger now (filter.ts LINGER_MAX_MS), leaving half the time to the deadline for the app's shutdown. */
+	/** Leaves half the time to the deadline for the app's shutdown. */
 	private readonly lingerMs = (): number => (this.deadlineAt === undefined ? LINGER_MAX_MS : Math.max(0, Math.min(LINGER_MAX_MS, (this.deadlineAt - this.clock.now()) / 2)));
 
 	private startHooks(): void {
@@ -370,8 +339,7 @@ export class ProcessDrain {
 			return;
 		}
 
-		// Every request is done: nothing to report any more, and a timer of ours
-		// must not keep the process alive while the app's shutdown finishes.
+		// A timer of ours must not keep the process alive while the app's shutdown finishes.
 		this.timers.clearAll();
 		const run = async (): Promise<void> => {
 			await this.shutdown.run(this.signal, reason, {logger: this.logger, clock: this.clock, deadlineAt: this.deadlineAt, onFailure: async name => this.host?.hookFailed?.(name)});

@@ -1,12 +1,8 @@
 /**
- * The hook runner: the app's shutdown functions, run one after another once
- * every request is done. The cluster host, standalone mode and the bootstrap
- * (a worker whose app never attached) all run their hooks here, so they are
- * logged the same way everywhere.
- *
- * Hooks are where a drain hangs unseen (a pool that never closes), so they are
- * logged: when they start, once per hook still running after a second, and
- * once if any is still running as the deadline nears.
+ * The hook runner, shared by the cluster host, standalone mode and the bootstrap so
+ * hooks are logged the same way everywhere. Hooks are where a drain hangs unseen (a
+ * pool that never closes), so they are logged when they start, once per hook still
+ * running after a second, and once if any still runs as the deadline nears.
  */
 import {TimerGroup, type Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
@@ -16,20 +12,13 @@ import type {DrainReason} from './long-lived.js';
 
 export type ShutdownHook = () => unknown;
 
-/** A hook as the runner runs it: the app's `onShutdown()` functions, then its held signal listeners. */
 export interface NamedHook {
-	/** For the log: the function's name, or what it is when it has none. */
 	readonly name: string;
 	readonly run: () => unknown;
 }
 
-/** A hook still running after this long gets a line of its own. */
 export const SLOW_HOOK_MS = 1000;
-/**
- * Warn when hooks still run this long before the deadline, or halfway from
- * their start to it if that is later, so the log says which hook the kill will
- * interrupt while there is still time to look.
- */
+/** So the log says which hook the kill will interrupt while there is still time to look (halfway to the deadline, if later). */
 export const HOOK_DEADLINE_WARNING_MS = 5000;
 
 export interface HookRun {
@@ -37,19 +26,14 @@ export interface HookRun {
 	readonly clock: Clock;
 	/** `clock.now()` at which the deadline kills this process; undefined: unknown (a retire). */
 	readonly deadlineAt?: number | undefined;
-	/**
-	 * Told of each hook that failed, before the next one runs: the primary must
-	 * know even if a later hook ends the process with `process.exit()`.
-	 */
+	/** Told before the next hook runs: the primary must know even if a later hook calls `process.exit()`. */
 	readonly onFailure?: ((name: string) => Promise<void>) | undefined;
 }
 
-/** The app's `onShutdown()` functions as named hooks, in the order registered. */
 export function namedHooks(hooks: readonly ShutdownHook[]): NamedHook[] {
 	return hooks.map((hook, index) => ({name: hook.name || `onShutdown hook ${index + 1}`, run: hook}));
 }
 
-/** Runs `hooks` in order; one that throws or rejects is logged, `onFailure` hears of it, and the rest still run. */
 export async function runHooks(hooks: readonly NamedHook[], {logger, clock, deadlineAt, onFailure}: HookRun): Promise<void> {
 	const timers = new TimerGroup(clock);
 	logger.info({hooks: hooks.map(hook => hook.name)}, 'running shutdown hooks');
@@ -86,17 +70,10 @@ export async function runHooks(hooks: readonly NamedHook[], {logger, clock, dead
 	}
 }
 
-/**
- * One process's shutdown, once its requests are done: the app's `onShutdown()`
- * hooks, then its own signal listeners (app-shutdown.ts), then its
- * `'beforeExit'` listeners (app-exit.ts), each failure counted.
- */
+/** One process's shutdown, once its requests are done: `onShutdown()` hooks, then the app's signal listeners, then its `'beforeExit'` listeners. */
 export class Shutdown {
-	/** Hooks and app listeners that failed. */
 	failed = 0;
-	/** How the app's own shutdown ended, if it had one to run. */
 	ended: AppShutdownEnd | undefined;
-	/** The app's own signal listeners, run after the hooks. */
 	app: AppShutdown | undefined;
 	private readonly hooks: ShutdownHook[] = [];
 
@@ -110,12 +87,10 @@ export class Shutdown {
 		this.hooks.push(hook);
 	}
 
-	/** True when there is something to run for `signal`. */
 	has(signal: NodeJS.Signals, reason: DrainReason): boolean {
 		return this.hooks.length > 0 || this.app?.has(signal, reason) === true || this.exitListeners().length > 0;
 	}
 
-	/** Runs the hooks, then the app's listeners for `signal`, then its exit cleanup; `run.onFailure` hears of each failure. */
 	async run(signal: NodeJS.Signals, reason: DrainReason, run: HookRun): Promise<void> {
 		const onFailure = async (name: string): Promise<void> => {
 			this.failed++;
@@ -133,8 +108,8 @@ export class Shutdown {
 				this.ended = await watch.around(app.names(signal, reason).join(', '), async () => app.run(signal, reason, onFailure));
 			}
 
-			// Node ran them itself when the app's shutdown left the loop empty
-			// ('idle'); an app that signalled itself meant to die of it, without them.
+			// Node ran them itself when the app's shutdown left the loop empty ('idle'); an app
+			// that signalled itself meant to die of it, without them.
 			if ((this.ended === undefined || this.ended === 'called') && this.exitListeners().length > 0) {
 				await watch.around('the app\'s beforeExit listeners', async () => runExitCleanup(this.exitListeners, run.logger, onFailure, this.exitListeners === processExitListeners ? EXIT_SETTLE_MS : 0));
 			}

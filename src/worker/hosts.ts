@@ -1,8 +1,4 @@
-/**
- * The drain's own code, loaded when a process first needs a drain
- * (load-hosts.ts): as the bootstrap takes its first server (`hostCluster`), or
- * the app's first attach() with no bootstrap to hand it to (`hostHelper`).
- */
+/** The drain's own code, loaded (load-hosts.ts) only when a process first needs a drain. */
 import {systemClock} from '../clock.js';
 import {ExitCode} from '../exit-codes.js';
 import {UsageError} from '../errors.js';
@@ -17,11 +13,7 @@ import {runStandalone} from './standalone.js';
 
 export {hostCluster} from './cluster-host.js';
 
-/**
- * The helper's own drain: under a bootstrap of an older version, which takes
- * no server, the cluster's; with no bootstrap at all (plain `node`), one that
- * takes the signals itself on the timeline read from `GRACEFUL_CLUSTER_*`.
- */
+/** Under an older bootstrap that takes no server, the cluster's drain; with no bootstrap (plain `node`), one that takes the signals itself. */
 export function hostHelper(): Attachments {
 	const level = logLevelFromEnv(process.env);
 	const channel = getChannel();
@@ -33,8 +25,8 @@ export function hostHelper(): Attachments {
 	try {
 		settings = settingsFromEnv(process.env);
 	} catch (error) {
-		// A malformed GRACEFUL_CLUSTER_* value: better to stop at start than to drain
-		// on a timeline nobody meant; exit as the CLI does on bad input.
+		// A malformed GRACEFUL_CLUSTER_* value: better to stop at start than to drain on a
+		// timeline nobody meant.
 		if (error instanceof UsageError) {
 			process.stderr.write(`graceful-cluster: ${error.message}\n`);
 			process.exit(ExitCode.USAGE);

@@ -1,17 +1,12 @@
 /**
  * The HTTP/1.1 adapter: in front of one `http.Server`'s (or `https.Server`'s)
- * requests, it decides before any app code runs whether a request is a probe
- * (probes.ts), gets the drain's answer (http1-answers.ts), or goes to the app,
- * kept in the ledger as in flight (ledger.ts). HTTP/1.1's own ways stay here and
- * in http1-connections.ts: `Connection: close` on a connection's last response,
- * pipelining, bodies still arriving, `Expect: 100-continue`, `'upgrade'`.
+ * requests, it decides before any app code runs whether a request is a probe, gets
+ * the drain's answer, or goes to the app, kept in the ledger as in flight.
  *
- * It overrides `server.emit`, not the `'request'` listeners there at install
- * time (terminus' way), so listeners the app adds later are covered, and so
- * are `'upgrade'` and `'checkContinue'` (a no-op listener of ours makes Node
- * emit it, so a rejected `Expect: 100-continue` gets its 503 without a `100`).
- * It runs for every request: no closure or timer per request, state in plain
- * fields, logging only when enabled.
+ * It overrides `server.emit` rather than wrapping the `'request'` listeners there at
+ * install time (terminus' way), so listeners the app adds later are covered, and so
+ * are `'upgrade'` and `'checkContinue'`. It runs for every request: no closure or
+ * timer per request, state in plain fields, logging only when enabled.
  */
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net, {type Socket} from 'node:net';
@@ -32,18 +27,15 @@ const SOCKET_IO_PATH = '/socket.io/';
 type EmitRequest = (this: Server, event: 'request', request: unknown, response: unknown) => boolean;
 
 /**
- * Installed on every filtered server so that Node emits `'checkContinue'`
- * instead of writing `100 Continue` itself: the filter's emit decides (see
- * `checkContinue`). Does nothing; a named function so that it can be found and removed.
+ * Makes Node emit `'checkContinue'` instead of writing `100 Continue` itself, so a
+ * rejected request gets its 503 without a `100`. Named, so it can be found and removed.
  */
 function gracefulClusterCheckContinue(): void {}
 
 /**
- * Whether a response that closed had completed; asked during the drain only
- * (ledger.ts). Node still emits `'finish'` for a response ended in one large
- * write whose client left before reading it (20 MB, measured on Node 20.20):
- * the socket's error says it was cut, any error, since `'finish'` means handed
- * to the socket's buffer, not to the kernel.
+ * Node still emits `'finish'` for a response ended in one large write whose client
+ * left before reading it (`'finish'` means handed to the socket's buffer, not to the
+ * kernel), so the socket's error says it was cut.
  */
 function responseCompleted(response: ServerResponse): boolean {
 	return response.writableFinished && !response.req.socket?.errored;
@@ -56,26 +48,22 @@ function destroyResponse(response: ServerResponse): void {
 export class RequestFilter implements ServerFilter {
 	private mode: Mode = Mode.SERVING;
 	/**
-	 * Responses in flight, so that the drain can mark each connection's last one
-	 * with `Connection: close` if its headers are not sent yet (Node's own
-	 * `server.close()` does not: RESEARCH.md fact 4).
+	 * Responses in flight, so the drain can mark each connection's last one with
+	 * `Connection: close` if its headers are not sent yet. `server.close()` does not:
+	 * nodejs/node `lib/_http_server.js` `Server.prototype.close` only closes idle connections.
 	 */
 	private readonly ledger: Ledger<ServerResponse>;
 	private readonly probes: Probes;
 	private readonly arrivals: Arrivals;
 	private readonly upgraded: Upgrades;
-	/** The drain's own answers, for this server's `Retry-After` (http1-answers.ts). */
 	private readonly answers: DrainAnswers;
 	private readonly originalEmit: Server['emit'];
-	/** The server's own `close()` and timeouts, as the drain changes them (http1-server.ts). */
 	private readonly serverClose: ServerClose;
 	/** True while `intercept` runs for a `'checkContinue'`: no body is coming until we say so. */
 	private expectingContinue = false;
 	private readonly isOpen = (response: ServerResponse): boolean => this.ledger.has(response);
-	/** Connections closing gracefully that have not closed yet. */
 	private readonly closing: ClosingConnections;
 
-	/** The mode as the probes read it when their checks are done; made once. */
 	private readonly currentMode = (): Mode => this.mode;
 
 	constructor(readonly server: Server, private readonly options: FilterOptions) {
@@ -99,13 +87,10 @@ export class RequestFilter implements ServerFilter {
 					return true;
 				}
 
-				// Node emits 'request' with exactly (request, response): passing them
-				// on directly spares the per-request `arguments` object.
+				// Passing (request, response) directly spares the per-request `arguments` object.
 				return (originalEmit as EmitRequest).call(this, event, request, response);
 			}
 
-			// Rare events from here on: a WebSocket handshake, an `Expect: 100-continue`,
-			// bytes that are not HTTP.
 			if (event === 'upgrade') {
 				if (filter.upgrade(request as IncomingMessage, response as Socket)) {
 					return true;
@@ -113,9 +98,8 @@ export class RequestFilter implements ServerFilter {
 			} else if (event === 'checkContinue') {
 				return filter.checkContinue(request as IncomingMessage, response as ServerResponse);
 			} else if (event === 'clientError' && isClosing(response as Socket)) {
-				// Whatever follows a closing connection's last request is read and
-				// dropped, garbage too: Node's answer to it (a destroy, and a reset
-				// with the rest unread) would throw away the last response's tail.
+				// Whatever follows a closing connection's last request is dropped, garbage too:
+				// Node's answer to it (a destroy, a reset with the rest unread) would cut the last response's tail.
 				return true;
 			}
 
@@ -141,7 +125,6 @@ export class RequestFilter implements ServerFilter {
 		return this.ledger.rejected;
 	}
 
-	/** Event streams and WebSocket handshakes a retiring worker sent elsewhere (ledger.ts `redirected`). */
 	get redirected(): number {
 		return this.ledger.redirected;
 	}
@@ -150,12 +133,10 @@ export class RequestFilter implements ServerFilter {
 		return this.ledger.requests;
 	}
 
-	/** Upgraded connections (WebSockets) still open. */
 	get upgrades(): number {
 		return this.upgraded.size;
 	}
 
-	/** Event streams still open, among those sorted out by `sortLongLived()`. */
 	get streams(): number {
 		return this.ledger.streams;
 	}
@@ -176,10 +157,9 @@ export class RequestFilter implements ServerFilter {
 	}
 
 	/**
-	 * Keeping idle connections (a reload's linger): net's own close, which leaves
-	 * them open, so a client about to reuse one gets its answer, not a reset.
-	 * Otherwise node:http's, which closes the idle ones now; the busy ones end
-	 * after their last response, a slow client's not cut (http1-connections.ts).
+	 * Keeping idle connections (a reload's linger): net's own close, which leaves them
+	 * open, so a client about to reuse one gets its answer, not a reset. Otherwise
+	 * node:http's, which closes the idle ones now.
 	 */
 	stopAccepting(keepIdle: boolean): void {
 		const {server} = this;
@@ -197,12 +177,11 @@ export class RequestFilter implements ServerFilter {
 		});
 	}
 
-	/** Nothing is in flight: what is still connected (idle, a last response on its way, a slowloris) gets a FIN after its bytes, within the linger. */
+	/** Nothing is in flight: what is still connected (idle, a last response on its way, a slowloris) is closed gracefully. */
 	closeConnections(): void {
 		this.closing.all(this.server);
 	}
 
-	/** Connections closing gracefully (`closeConnections`, after a last response) that have not closed yet. */
 	get closingConnections(): number {
 		return this.closing.size;
 	}
@@ -211,23 +190,16 @@ export class RequestFilter implements ServerFilter {
 		this.ledger.sortEventStreams(isEventStreamResponse);
 	}
 
-	/**
-	 * Ends the event streams still open (a clean end of a 200 stream: EventSource
-	 * reconnects, after its `retry`, to another pod) and closes the upgraded
-	 * connections (long-lived.ts).
-	 */
 	closeLongLived(reason: DrainReason): LongLivedClosed {
 		this.sortLongLived();
 		const streams = this.ledger.endEventStreams(endResponse);
 		return {upgrades: this.upgraded.close(reason), streams};
 	}
 
-	/** Destroys the upgraded connections and event streams still open (long-lived.ts `LongLivedEnd`). */
 	cutLongLived(): LongLivedClosed {
 		return {upgrades: this.upgraded.cut(), streams: this.ledger.cutEventStreams(destroyResponse)};
 	}
 
-	/** Restores the server's own `emit` and `close`. */
 	uninstall(): void {
 		if (this.server.emit !== this.originalEmit) {
 			this.server.emit = this.originalEmit;
@@ -237,14 +209,12 @@ export class RequestFilter implements ServerFilter {
 		this.server.removeListener('checkContinue', gracefulClusterCheckContinue);
 	}
 
-	/** Returns true when the request was answered here and must not reach the app. */
 	private intercept(request: IncomingMessage, response: ServerResponse): boolean {
 		const probe = this.probes.match(request.url ?? '');
 		if (probe !== undefined) {
 			const answer = this.probes.answer(probe, this.currentMode);
 			if (answer instanceof Promise) {
 				void answer.then(later => {
-					// The client may have gone while the readiness checks ran.
 					if (!response.writableEnded && !response.destroyed) {
 						this.answer(request, response, later);
 					}
@@ -256,9 +226,7 @@ export class RequestFilter implements ServerFilter {
 			return true;
 		}
 
-		// One comparison while serving (one fewer than before pipelining was handled;
-		// bench/filter-micro.js showed no change beyond noise): everything the drain
-		// does sits behind it. Serving, a request costs its peer's counter (arrivals.ts).
+		// One comparison while serving (bench/filter-micro.js): everything the drain does sits behind it.
 		if (this.mode === Mode.SERVING) {
 			const socket = request.socket as Counted;
 			(socket[PEER_COUNTER] ?? this.firstRequest(socket, request)).n++;
@@ -274,9 +242,8 @@ export class RequestFilter implements ServerFilter {
 				return true;
 			}
 
-			// Retiring: served, an event stream would last until the linger's end and
-			// be cut then; told to reconnect now, its client is back within
-			// RETIRE_RETRY_MS, on a new connection, to a worker that stays.
+			// Retiring: an event stream would last until the linger's end and be cut then;
+			// told to reconnect now, its client is back within RETIRE_RETRY_MS at a worker that stays.
 			if (this.mode === Mode.RETIRE && wantsEventStream(request.headers)) {
 				this.ledger.redirected++;
 				answerHere(request, response, RETIRE_STREAM, this.expectingContinue);
@@ -295,11 +262,9 @@ export class RequestFilter implements ServerFilter {
 	}
 
 	/**
-	 * A connection's first request while serving: its peer's counter
-	 * (arrivals.ts), and a look at what kind of client it is. socket.io's
-	 * long-polling transport opens with `GET /socket.io/?...transport=polling`;
-	 * under several workers its later polls land on other workers, which do not
-	 * know its session (the primary warns once).
+	 * A connection's first request while serving. socket.io's long-polling transport
+	 * opens with `GET /socket.io/?...transport=polling`; under several workers its later
+	 * polls land on workers that do not know its session (the primary warns once).
 	 */
 	private firstRequest(socket: Counted, request: IncomingMessage): PeerCounter {
 		const url = request.url ?? '';
@@ -310,30 +275,21 @@ export class RequestFilter implements ServerFilter {
 		return this.arrivals.counterFor(socket, request.socket, request.headers['user-agent']);
 	}
 
-	/** A drain 503 (or its event-stream form) was handed to the socket. */
 	private readonly countRejected = (): void => {
 		this.ledger.rejected++;
 	};
 
-	/**
-	 * The drain 503: `Connection: close`, `Retry-After`, and the promise that the
-	 * app never saw the request. A request for an event stream gets a 200 stream
-	 * that ends at once after `retry: <ms>` instead: EventSource never retries a 503.
-	 */
+	/** EventSource never retries a 503: a request for an event stream gets a 200 that ends at once after `retry: <ms>`. */
 	private reject(request: IncomingMessage, response: ServerResponse): void {
 		this.options.onReject?.({method: request.method, path: request.url, remote: request.socket?.remoteAddress});
-		// Counted once written: a client that reset the connection
-		// (pipelining into a closing socket) never got it.
+		// Counted once written: a client that reset the connection never got it.
 		answerHere(request, response, wantsEventStream(request.headers) ? this.answers.eventStream : this.answers.reject, this.expectingContinue, this.countRejected);
 	}
 
 	/**
-	 * `'checkContinue'`: Node emits it (our listener is there) instead of
-	 * writing `100 Continue` before `'request'`. Rejecting, or when the app
-	 * listens for it too: the request goes through `intercept` (a reject answers
-	 * without `100 Continue`; otherwise it is counted and the app's listener
-	 * decides about the 100). Otherwise Node's own default: `100 Continue`, then
-	 * `'request'`, which the filter sees as any other.
+	 * Rejecting, or when the app listens for `'checkContinue'` too: the request goes
+	 * through `intercept` (a reject answers without `100 Continue`). Otherwise Node's own
+	 * default: `100 Continue`, then `'request'`.
 	 */
 	checkContinue(request: IncomingMessage, response: ServerResponse): boolean {
 		if (this.mode === Mode.REJECT || this.server.listenerCount('checkContinue') > 1) {
@@ -352,12 +308,7 @@ export class RequestFilter implements ServerFilter {
 		return this.server.emit('request', request, response);
 	}
 
-	/**
-	 * `'upgrade'` (a WebSocket handshake; emitted only when the app listens for
-	 * it). Rejecting: the drain 503 on the raw socket; retiring: sent to the
-	 * other workers (http1-answers.ts RETIRE_UPGRADE_BYTES); otherwise to the
-	 * app, counted as upgraded until it closes. True when answered here.
-	 */
+	/** Emitted only when the app listens for `'upgrade'`. Rejecting: the drain 503 on the raw socket; retiring: sent to the other workers. */
 	upgrade(request: IncomingMessage, socket: Socket): boolean {
 		if (this.mode === Mode.SERVING) {
 			const counted = socket as Counted;
@@ -382,7 +333,6 @@ export class RequestFilter implements ServerFilter {
 		return false;
 	}
 
-	/** A probe's answer; during a drain with `Connection: close`, if this request may still be answered (http1-connections.ts). */
 	private answer(request: IncomingMessage, response: ServerResponse, probe: ProbeAnswer): void {
 		if (this.mode === Mode.SERVING || claimLast(request, this.closing.afterLast)) {
 			answerProbe(response, probe, this.mode !== Mode.SERVING);

@@ -1,22 +1,18 @@
 /**
- * What the HTTP/1.1 filter changes on the server itself (http1-filter.ts): its
- * `close()`, and its keep-alive timeouts. The drain stops the server listening
- * (`stop`); the app's own shutdown then closes it again, or closes one that had
- * not listened yet when the drain stopped, and either close calls back without
- * `ERR_SERVER_NOT_RUNNING` (on which terminus exits 1 and http-terminator skips
- * the rest of its handler). `restore` gives the server back as it was.
+ * What the HTTP/1.1 filter changes on the server itself: its `close()` and its
+ * keep-alive timeouts. After the drain stopped the server, the app's own shutdown
+ * closes it again (or closes one that never listened), and that close must call back
+ * without `ERR_SERVER_NOT_RUNNING`, on which terminus exits 1 and http-terminator
+ * skips the rest of its handler.
  */
 import type {Server} from 'node:http';
 
 type CloseCallback = (error?: Error) => void;
 
-/** The server's close as the drain stands with it. */
 type CloseState =
-	/** Not stopped by the drain: the app's close is Node's. */
 	| {readonly name: 'open'}
 	/** The drain stopped before the server listened (the app waits for its database): closed as it listens. */
 	| {readonly name: 'close-on-listen'; readonly keepIdle: boolean}
-	/** Stopped by the drain; `emitted` once its 'close' is out. */
 	| {readonly name: 'closed'; emitted: boolean};
 
 type Timeouts = Pick<Server, 'keepAliveTimeout' | 'headersTimeout' | 'requestTimeout'>;
@@ -24,14 +20,12 @@ type Timeouts = Pick<Server, 'keepAliveTimeout' | 'headersTimeout' | 'requestTim
 export class ServerClose {
 	private state: CloseState = {name: 'open'};
 	private readonly original: Server['close'];
-	/** The server had a `close` of its own (the app's, a library's wrapper) before ours. */
+	/** A `close` of its own (the app's, a library's wrapper) before ours. */
 	private readonly own: boolean;
 	/** Not listening now, having listened: the app closed it itself. */
 	private hasListened: boolean;
-	/** The server's own timeouts, given back by `restore`; undefined when left alone. */
 	private readonly ownTimeouts: Timeouts | undefined;
 
-	/** `lateListen`: the server listened after the drain had stopped it; stop it again now. */
 	constructor(private readonly server: Server, keepAliveTimeoutMs: number, private readonly lateListen: (keepIdle: boolean) => void) {
 		this.hasListened = server.listening;
 		server.once('listening', this.listened);
@@ -54,11 +48,7 @@ export class ServerClose {
 		} as Server['close'];
 	}
 
-	/**
-	 * The drain stops the server taking connections: `closeNow` closes it, once;
-	 * a server the app closed itself is left as it is, and one that has not
-	 * listened yet is stopped as soon as it does.
-	 */
+	/** A server the app closed itself is left as it is; one that has not listened yet is stopped as soon as it does. */
 	stop(keepIdle: boolean, closeNow: () => void): void {
 		const {server, state} = this;
 		if (state.name === 'closed' || (!server.listening && this.hasListened)) {
@@ -82,12 +72,10 @@ export class ServerClose {
 		closeNow();
 	}
 
-	/** Node's own close of the server (its idle connections closed at once). */
 	closeOriginal(): void {
 		Reflect.apply(this.original, this.server, []);
 	}
 
-	/** Gives the server its own `close` and timeouts back. */
 	restore(): void {
 		if (this.own) {
 			this.server.close = this.original;
@@ -116,12 +104,7 @@ export class ServerClose {
 		}
 	};
 
-	/**
-	 * `close(callback)` on a server that has not listened, once the drain has
-	 * stopped accepting: closing it is the drain's job now, so the callback
-	 * hears the close (and the close once more should a listen under way
-	 * complete: the drain closes it then).
-	 */
+	/** Closing it is the drain's job now, so the callback hears the drain's close. */
 	private unopened(callback?: CloseCallback): Server {
 		if (callback) {
 			this.server.once('close', () => {
@@ -132,7 +115,6 @@ export class ServerClose {
 		return Reflect.apply(this.original, this.server, []) as Server;
 	}
 
-	/** `close(callback)` once the drain closed the server: the callback once it has closed, nothing else. */
 	private again(callback?: CloseCallback): Server {
 		if (callback) {
 			if (this.state.name === 'closed' && this.state.emitted) {
@@ -149,10 +131,8 @@ export class ServerClose {
 }
 
 /**
- * `--keep-alive-timeout` on the server; returns its own timeouts, or undefined
- * when 0 leaves them. Node answers 408 to a client whose headers take longer
- * than headersTimeout: below keepAliveTimeout that would hit an idle
- * connection's next request (nodejs/node#27363).
+ * Node answers 408 to a client whose headers take longer than headersTimeout: below
+ * keepAliveTimeout that would hit an idle connection's next request (nodejs/node#27363).
  */
 function tuneKeepAlive(server: Server, keepAliveTimeoutMs: number): Timeouts | undefined {
 	if (keepAliveTimeoutMs <= 0) {

@@ -1,27 +1,13 @@
 /**
- * The HTTP/2 adapter: what http1-filter.ts does for node:http servers, for the
- * servers of `http2.createServer()` and `http2.createSecureServer()`.
- *
- * It overrides `server.emit` and decides on the `'stream'` event, before any app
- * code runs: a probe is answered (probes.ts), a stream in the reject phase gets
- * the drain 503 (a new event stream: a 200 with `retry:` that ends at once), a
- * retiring worker sends new event streams and WebSockets elsewhere (`redirect`),
- * everything else goes on (and is kept in the ledger as in flight until the
- * stream closes). node:http2's compatibility API (`'request'` with
- * Http2ServerRequest/Http2ServerResponse) is built by a `'stream'` listener of
- * Node's own, so apps of either API are covered by the one decision, and a
- * stream answered here never becomes a `'request'`. Connections end with GOAWAY
- * (http2-sessions.ts).
+ * The HTTP/2 adapter: what http1-filter.ts does, for `http2.createServer()` and
+ * `http2.createSecureServer()` servers. It overrides `server.emit` and decides on the
+ * `'stream'` event, before any app code runs. node:http2's compatibility API
+ * (`'request'`) is built by a `'stream'` listener of Node's own, so one decision
+ * covers apps of either API. Connections end with GOAWAY (http2-sessions.ts).
  *
  * With `allowHTTP1`, HTTP/1.1 requests arrive on the same server as `'request'`
- * events of node:http's own IncomingMessage/ServerResponse: they go to a
- * RequestFilter composed in here, so they get the HTTP/1.1
- * treatment unchanged, and the HTTP/1.1 hot path pays nothing for HTTP/2.
- * `'checkContinue'` (`Expect: 100-continue`; emitted because RequestFilter
- * listens for it) is routed by protocol: HTTP/2 ones get Node's default (a 100,
- * then `'request'`) unless the app listens for it too.
- *
- * Per stream: no closure, no allocation (the rules of http1-filter.ts).
+ * events: they go to a RequestFilter composed in here, so the HTTP/1.1 hot path
+ * pays nothing for HTTP/2. Per stream: no closure, no allocation.
  */
 import type http from 'node:http';
 import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, Http2ServerRequest, Http2ServerResponse, ServerHttp2Session, ServerHttp2Stream} from 'node:http2';
@@ -42,35 +28,23 @@ export type Http2AnyServer = Http2Server | Http2SecureServer;
 
 const isEventStream = (stream: ServerHttp2Stream): boolean => isEventStreamHeaders(stream.sentHeaders);
 
-/** HTTP/2 error codes (RFC 9113 section 7); node:http2's constants are not loaded here (filter.ts `drainableKind`). */
+/** RFC 9113 section 7; node:http2's constants are not loaded here (filter.ts `drainableKind`). */
 const NO_ERROR = 0x0;
 const CANCEL = 0x8;
 
 /**
- * Whether a stream that closed had completed; asked during the drain only
- * (ledger.ts). `aborted`: it closed before the app ended it (the client's
- * RST_STREAM, its session destroyed, the app's `destroy()`); a stream the app
- * ended but the client reset before it had all of it closes with the client's
- * code (CANCEL), not NO_ERROR. `writableFinished` says neither: Node ends an
- * aborted stream's writable side itself as it closes.
+ * A stream the client reset after the app ended it closes with the client's code
+ * (CANCEL), not NO_ERROR. `writableFinished` cannot tell: Node ends an aborted
+ * stream's writable side itself as it closes.
  */
 function streamCompleted(stream: ServerHttp2Stream): boolean {
 	return !stream.aborted && stream.rstCode === NO_ERROR;
 }
 
-/**
- * Done with, for the ledger's sweep before the drain (ledger.ts `lazy`):
- * destroyed, which Node does once the stream has closed on both sides and its
- * data went out. Not `closed`: HTTP/2 says so as soon as the app calls
- * `close()`, with megabytes perhaps still queued for a slow client.
- */
+/** Not `closed`: HTTP/2 says so as soon as the app calls `close()`, with megabytes perhaps still queued for a slow client. */
 const streamDone = (stream: ServerHttp2Stream): boolean => stream.destroyed;
 
-/**
- * An event stream still open after the wait: its end is stuck behind data its
- * client does not read (flow control). RST_STREAM, a control frame, goes out
- * at once; CANCEL tells the client it was cut, not ended.
- */
+/** Its end is stuck behind data the client does not read (flow control); RST_STREAM, a control frame, goes out at once. */
 function cancelStream(stream: ServerHttp2Stream): void {
 	if (!stream.closed) {
 		stream.close(CANCEL);
@@ -87,33 +61,28 @@ type EmitStream = (this: Http2AnyServer, event: 'stream', stream: unknown, heade
 type EmitRequest = (this: Http2AnyServer, event: 'request' | 'checkContinue', request: unknown, response: unknown) => boolean;
 
 export class Http2Filter implements ServerFilter {
-	/** HTTP/2 streams handed to the app that have not closed yet, event streams sorted out. */
 	private readonly ledger: Ledger<ServerHttp2Stream>;
 	private readonly probes: Probes;
 	private readonly arrivals: Arrivals;
 	private readonly sessions = new Sessions();
 	private mode: Mode = Mode.SERVING;
 	/**
-	 * HTTP/1.1 on an HTTP/2 server (`allowHTTP1`): RequestFilter's treatment.
-	 * Node keeps no list of those connections on an HTTP/2 server, so what
-	 * `closeConnections()` closes of them is what http.Server's
-	 * `closeAllConnections()` finds (nothing, on Node 20); the sessions are closed here.
+	 * HTTP/1.1 on this server (`allowHTTP1`). Node keeps no list of those connections on
+	 * an HTTP/2 server, so `closeConnections()` finds none of them (on Node 20); the
+	 * sessions are closed here.
 	 */
 	private readonly http1: RequestFilter;
 	private readonly ownEmit: Http2AnyServer['emit'];
-	/** The drain's own answers, for this server's `Retry-After` (http2-answers.ts). */
 	private readonly answers: DrainAnswers;
 	private readonly names = headerNames();
 	private readonly currentMode = (): Mode => this.mode;
 
 	constructor(readonly server: Http2AnyServer, private readonly options: FilterOptions) {
 		this.ownEmit = server.emit;
-		// First, so that a second attach() of this server throws before anything is installed.
 		// One telemetry for both protocols of the server.
 		this.arrivals = options.arrivals ?? new Arrivals(inBackground(systemClock));
 		this.http1 = new RequestFilter(server as unknown as http.Server, {...options, arrivals: this.arrivals, keepAliveTimeoutMs: undefined});
 		this.ledger = new Ledger(() => {
-			// The HTTP/1.1 requests of an `allowHTTP1` server count too.
 			if (this.inflight === 0) {
 				options.onIdle();
 			}
@@ -135,8 +104,7 @@ export class Http2Filter implements ServerFilter {
 			}
 
 			if (event === 'request' || event === 'checkContinue') {
-				// HTTP/2 compatibility requests were decided on as streams; HTTP/1.1
-				// ones (allowHTTP1) go through the HTTP/1.1 filter.
+				// HTTP/1.1 requests (allowHTTP1) go through the HTTP/1.1 filter.
 				if ((a as {httpVersionMajor?: number}).httpVersionMajor !== 2) {
 					return (http1Emit as EmitRequest).call(this, event, a, b);
 				}
@@ -153,7 +121,6 @@ export class Http2Filter implements ServerFilter {
 		} as Http2AnyServer['emit'];
 	}
 
-	/** Streams and HTTP/1.1 requests handed to the app that have not closed yet (event streams sorted out). */
 	get inflight(): number {
 		return this.ledger.inflight + this.http1.inflight;
 	}
@@ -170,7 +137,6 @@ export class Http2Filter implements ServerFilter {
 		return this.ledger.rejected + this.http1.rejected;
 	}
 
-	/** Event streams and WebSockets a retiring worker sent elsewhere, HTTP/2 and HTTP/1.1 (ledger.ts `redirected`). */
 	get redirected(): number {
 		return this.ledger.redirected + this.http1.redirected;
 	}
@@ -179,17 +145,16 @@ export class Http2Filter implements ServerFilter {
 		return this.ledger.requests + this.http1.requests;
 	}
 
-	/** HTTP/1.1 upgrades (`allowHTTP1`); HTTP/2 has none (RFC 8441 WebSockets are streams, and not filtered). */
+	/** HTTP/1.1 upgrades only: RFC 8441 WebSockets are streams, and not filtered. */
 	get upgrades(): number {
 		return this.http1.upgrades;
 	}
 
-	/** Event streams still open, HTTP/2 and HTTP/1.1, among those sorted out by `sortLongLived()`. */
 	get streams(): number {
 		return this.ledger.streams + this.http1.streams;
 	}
 
-	/** Sessions open now; for tests and logs. */
+	/** For tests and logs. */
 	get sessionCount(): number {
 		return this.sessions.size;
 	}
@@ -199,11 +164,6 @@ export class Http2Filter implements ServerFilter {
 		this.http1.sortLongLived();
 	}
 
-	/**
-	 * Ends the event streams still open: an HTTP/2 stream with END_STREAM (a
-	 * clean end: EventSource reconnects after its `retry`, to another pod), so
-	 * its session can close; the HTTP/1.1 ones and upgrades as RequestFilter does.
-	 */
 	closeLongLived(reason: DrainReason): LongLivedClosed {
 		this.ledger.sortEventStreams(isEventStream);
 		const h2Streams = this.ledger.endEventStreams(endStream);
@@ -211,7 +171,6 @@ export class Http2Filter implements ServerFilter {
 		return {upgrades: http1.upgrades, streams: h2Streams + http1.streams};
 	}
 
-	/** Destroys the event streams still open, HTTP/2 and HTTP/1.1, and the HTTP/1.1 upgrades (long-lived.ts `LongLivedEnd`). */
 	cutLongLived(): LongLivedClosed {
 		const http1 = this.http1.cutLongLived();
 		return {upgrades: http1.upgrades, streams: this.ledger.cutEventStreams(cancelStream) + http1.streams};
@@ -232,11 +191,6 @@ export class Http2Filter implements ServerFilter {
 		}
 	}
 
-	/**
-	 * Stops listening (RequestFilter's way: with `allowHTTP1`, `server.close()`
-	 * also closes idle HTTP/1.1 connections). Unless idle connections are kept
-	 * (a reload's linger), every session gets its final GOAWAY.
-	 */
 	stopAccepting(keepIdle: boolean): void {
 		this.http1.stopAccepting(keepIdle);
 		if (!keepIdle) {
@@ -244,7 +198,6 @@ export class Http2Filter implements ServerFilter {
 		}
 	}
 
-	/** Nothing is in flight: every session and HTTP/1.1 connection left is closed. */
 	closeConnections(): void {
 		this.http1.closeConnections();
 		this.sessions.raiseFloor('destroyed');
@@ -264,12 +217,7 @@ export class Http2Filter implements ServerFilter {
 		this.sessions.clear();
 	}
 
-	/**
-	 * `Expect: 100-continue` on an HTTP/2 stream handed to the app (a rejected
-	 * one got its 503 as a stream, without a 100). The app's own
-	 * `'checkContinue'` listener decides if there is one (ours is
-	 * RequestFilter's no-op); otherwise Node's default: the 100, then `'request'`.
-	 */
+	/** Unless the app listens for `'checkContinue'` (ours is RequestFilter's no-op), Node's default: the 100, then `'request'`. */
 	private checkContinue(request: Http2ServerRequest, response: Http2ServerResponse): boolean {
 		if (this.server.listenerCount('checkContinue') > 1) {
 			return (this.ownEmit as EmitRequest).call(this.server, 'checkContinue', request, response);
@@ -279,7 +227,6 @@ export class Http2Filter implements ServerFilter {
 		return (this.ownEmit as EmitRequest).call(this.server, 'request', request, response);
 	}
 
-	/** Returns true when the stream was answered here and must not reach the app. */
 	private intercept(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean {
 		const probe = this.probes.match(headers[this.names.path] ?? '');
 		if (probe !== undefined) {
@@ -297,10 +244,8 @@ export class Http2Filter implements ServerFilter {
 			return true;
 		}
 
-		// One comparison while serving; the drain's work sits behind it. Serving, a
-		// stream costs its peer's counter, kept on its session (arrivals.ts), where
-		// something reads the peers' rates; otherwise nothing (about 0.8 % of an h2c
-		// stream's instructions, bench/instructions.js).
+		// One comparison while serving; the drain's work sits behind it. Counting peers costs
+		// about 0.8 % of an h2c stream's instructions (bench/instructions.js).
 		if (this.mode === Mode.SERVING) {
 			if (this.arrivals.perPeer) {
 				const session = stream.session as (ServerHttp2Session & Counted) | undefined;
@@ -325,11 +270,7 @@ export class Http2Filter implements ServerFilter {
 		return false;
 	}
 
-	/**
-	 * The drain 503: `Retry-After`, and the promise that the app never saw the
-	 * stream. A request body still arriving is read and dropped, as the HTTP/1.1
-	 * filter does, so the stream ends cleanly on both sides.
-	 */
+	/** A request body still arriving is read and dropped, as the HTTP/1.1 filter does, so the stream ends cleanly on both sides. */
 	private reject(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
 		this.ledger.rejected++;
 		this.options.onReject?.({method: headers[this.names.method], path: headers[this.names.path], remote: stream.session?.socket?.remoteAddress});
@@ -339,18 +280,12 @@ export class Http2Filter implements ServerFilter {
 	}
 
 	/**
-	 * Retiring: a stream that would last until the linger's end and be cut
-	 * then is told to go elsewhere now. A new event stream gets a 200 with a
-	 * short `retry:` that ends at once (long-lived.ts RETIRE_RETRY_MS); a
-	 * WebSocket (RFC 8441 extended CONNECT) gets `503` + `retry-after: 0`.
-	 * Other streams are served (false). The session has its GOAWAY already,
-	 * so the client's next stream goes on a new connection, to a worker that
-	 * stays. Only a session's first stream since the retire gets here at all:
-	 * every session open at the retire got its notice then (`setMode`), and
-	 * nghttp2 takes no new stream once any GOAWAY has gone out (a stream sent
-	 * after it is refused by the final GOAWAY, REFUSED_STREAM, safe to retry;
-	 * verified on Node 20.20). A session opened since gets its notice in
-	 * `streamDuringDrain`, just before this answer.
+	 * Retiring: a stream that would last until the linger's end is told to go elsewhere
+	 * now: a new event stream gets a 200 with a short `retry:`; a WebSocket (RFC 8441
+	 * extended CONNECT) gets `503` + `retry-after: 0`. The session has its GOAWAY
+	 * already, so the client's next stream goes to a new connection. Only a session's
+	 * first stream since the retire gets here: nghttp2 takes no new stream once any
+	 * GOAWAY has gone out.
 	 */
 	private redirect(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean {
 		if (wantsEventStream(headers)) {

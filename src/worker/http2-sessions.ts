@@ -1,71 +1,49 @@
 /**
  * How an HTTP/2 server's connections end during a drain. HTTP/2 has no
- * `Connection: close` (a connection-specific header: RFC 9113 section 8.2.2;
- * Node drops it with an UnsupportedWarning): a connection is ended with GOAWAY
- * (RFC 9113 section 6.8), sent per session, in the steps of SessionStage: the
- * shutdown notice at the drain's start, the final GOAWAY a second later (at
- * once, for a session that opens after listening stopped), and a destroy once
- * nothing is in flight. `server.close()` alone sends no GOAWAY and leaves
- * sessions taking new streams.
- *
- * Sessions are tracked per connection, on the server's `'session'` event;
- * nothing here runs per stream.
+ * `Connection: close` (RFC 9113 section 8.2.2): a connection ends with GOAWAY (RFC
+ * 9113 section 6.8), per session, in the steps of SessionStage. `server.close()`
+ * alone sends no GOAWAY and leaves sessions taking new streams. Nothing here runs
+ * per stream.
  */
 import type {ServerHttp2Session} from 'node:http2';
 
-/** GOAWAY's error code for a graceful shutdown (RFC 9113 section 7). */
 const NO_ERROR = 0;
-/** The largest stream id: a GOAWAY carrying it refuses no stream yet, it only announces the end (RFC 9113 section 6.8). */
+/** A GOAWAY carrying the largest stream id refuses no stream yet, it only announces the end (RFC 9113 section 6.8). */
 const MAX_STREAM_ID = 2 ** 31 - 1;
 
 /**
- * The time between a session's shutdown notice and its final GOAWAY: a round
- * trip's allowance, as Go's HTTP/2 server (1 s) and Envoy's `drain_timeout` give.
- * Short on purpose: once a GOAWAY has gone out, nghttp2 stops reading a session
- * with no stream open (`nghttp2_session_want_read()`), so a stream the client
- * sent before the notice reached it waits unread until the final GOAWAY refuses
- * it (REFUSED_STREAM: not processed, safe to retry). Verified on Node 20.20.
+ * A round trip's allowance, as Go's HTTP/2 server (1 s) and Envoy's `drain_timeout`
+ * give. Short on purpose: once a GOAWAY has gone out, nghttp2 stops reading a session
+ * with no stream open (`nghttp2_session_want_read()`), so a stream sent before the
+ * notice arrived waits unread until the final GOAWAY refuses it (REFUSED_STREAM, safe
+ * to retry).
  */
 export const SHUTDOWN_NOTICE_MS = 1000;
 
-/**
- * What a session has been told, in order; each step at most once, never back.
- * Stored on the session (SESSION_STAGE): absent is `'open'`.
- */
+/** Each step at most once, never back. Absent on the session is `'open'`. */
 export type SessionStage =
-	/** Serving: nothing. */
 	| 'open'
 	/**
-	 * GOAWAY(NO_ERROR, 2^31-1), the shutdown notice (RFC 9113 section 6.8): open
-	 * new streams on a new connection. What RFC 9113 allows (streams already on
-	 * their way are taken) Node does not do: once a session has sent any GOAWAY,
-	 * nghttp2 ignores the client's new streams, and the final GOAWAY refuses them
-	 * (REFUSED_STREAM, which a client retries elsewhere; a unit test of
-	 * http2-filter pins it). Sent at the drain's start, or on the first stream of a session opened
-	 * during the drain (sent at connect, it would stop nghttp2 reading the
-	 * client's first stream: see SHUTDOWN_NOTICE_MS). The final GOAWAY follows
-	 * SHUTDOWN_NOTICE_MS later.
+	 * GOAWAY(NO_ERROR, 2^31-1), the shutdown notice. RFC 9113 lets streams already on
+	 * their way be taken; nghttp2 does not: it ignores new streams once any GOAWAY went
+	 * out, and the final GOAWAY refuses them (REFUSED_STREAM, retried elsewhere). A session
+	 * opened during the drain gets it on its first stream: sent at connect, it would
+	 * stop nghttp2 reading that stream.
 	 */
 	| 'notified'
-	/**
-	 * `session.close()`: the final GOAWAY with the last stream id taken; streams
-	 * in flight finish, then the session closes. A later stream is refused by
-	 * nghttp2 (the client knows it was not processed).
-	 */
+	/** `session.close()`: the final GOAWAY; streams in flight finish, later ones are refused. */
 	| 'closing'
-	/** Nothing in flight any more: `session.destroy()` (a GOAWAY, then the socket ends). */
+	/** `session.destroy()`: a GOAWAY, then the socket ends. */
 	| 'destroyed';
 
 const STAGE_ORDER: readonly SessionStage[] = ['open', 'notified', 'closing', 'destroyed'];
 const SESSION_STAGE = Symbol('graceful-cluster.sessionStage');
 type TrackedSession = ServerHttp2Session & {[SESSION_STAGE]?: SessionStage};
 
-/** The sessions of one HTTP/2 server, and what each has been told. */
 export class Sessions {
-	/** What every session, a new one too, is told at least: `'closing'` once listening stopped. */
+	/** What every session, a new one too, is told at least. */
 	private floor: SessionStage = 'open';
 	private readonly open = new Set<TrackedSession>();
-	/** Notified sessions waiting for their final GOAWAY, oldest first, with when they were notified. */
 	private readonly noticed: Array<{readonly session: TrackedSession; readonly at: number}> = [];
 	private noticeTimer: NodeJS.Timeout | undefined;
 	private readonly onSessionClose: (this: ServerHttp2Session) => void;
@@ -77,29 +55,23 @@ export class Sessions {
 		};
 	}
 
-	/** Sessions open now; for tests and logs. */
 	get size(): number {
 		return this.open.size;
 	}
 
-	/** The server's `'session'` listener: a new connection, told what every session has been told. */
 	readonly add = (session: ServerHttp2Session): void => {
 		this.open.add(session);
 		session.on('close', this.onSessionClose);
 		this.tell(session, this.floor);
 	};
 
-	/**
-	 * A stream arrived during the drain: a session opened since the drain began
-	 * gets its notice now, while that stream keeps nghttp2 reading.
-	 */
+	/** A session opened since the drain began gets its notice now, while this stream keeps nghttp2 reading. */
 	streamDuringDrain(session: ServerHttp2Session | undefined): void {
 		if (session !== undefined && (session as TrackedSession)[SESSION_STAGE] === undefined) {
 			this.tell(session, 'notified');
 		}
 	}
 
-	/** Moves every session, and each new one from now on, on to `stage`. */
 	raiseFloor(stage: SessionStage): void {
 		if (STAGE_ORDER.indexOf(stage) > STAGE_ORDER.indexOf(this.floor) && stage !== 'notified') {
 			this.floor = stage;
@@ -114,7 +86,6 @@ export class Sessions {
 		}
 	}
 
-	/** Stops tracking: the filter is taken off. */
 	clear(): void {
 		clearTimeout(this.noticeTimer);
 		for (const session of this.open) {
@@ -124,7 +95,6 @@ export class Sessions {
 		this.open.clear();
 	}
 
-	/** Moves `session` on to `stage` (nothing if it is there or further already). */
 	private tell(session: TrackedSession, stage: SessionStage): void {
 		if (STAGE_ORDER.indexOf(stage) <= STAGE_ORDER.indexOf(session[SESSION_STAGE] ?? 'open')) {
 			return;
@@ -164,7 +134,6 @@ export class Sessions {
 		}
 	}
 
-	/** The final GOAWAY for every session notified SHUTDOWN_NOTICE_MS ago or more; the timer re-armed for the next. */
 	private readonly endNotices = (): void => {
 		this.noticeTimer = undefined;
 		const now = performance.now();

@@ -27,7 +27,6 @@ export type {ReadinessCheck, ReadinessChecks} from './readiness.js';
 /** This copy's own drain: standalone, or under a bootstrap of an older version that takes no server. */
 let own: Attachments | undefined;
 
-/** This copy's files were checked (`checkInstall`). */
 let checked = false;
 
 /**

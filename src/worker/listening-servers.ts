@@ -1,9 +1,8 @@
 /**
- * Every server a cluster worker begins to listen on, whoever made it, seen as
- * its `listen()` asks node:cluster for the port (`cluster._getServer`, before
- * anything is bound), or, binding its own port (`listen({exclusive: true})`),
- * as it binds it (`_listen2`): the drain takes each it can (`take`). The rest
- * (a raw `net` protocol, one left out) are followed here.
+ * Every server a cluster worker begins to listen on, whoever made it, seen as its
+ * `listen()` asks node:cluster for the port (`cluster._getServer`, before anything is
+ * bound), or, for `listen({exclusive: true})`, as it binds (`_listen2`). The drain
+ * takes each it can; the rest (a raw `net` protocol, one left out) are followed here.
  */
 import cluster from 'node:cluster';
 import net from 'node:net';
@@ -12,21 +11,18 @@ type GetServer = (server: unknown, ...rest: unknown[]) => unknown;
 type CloseCallback = (error?: Error) => void;
 
 export interface ListeningServers {
-	/** The drain began: the servers it does not take, listening now or later, get a second close that succeeds. */
+	/** The servers the drain does not take, listening now or later, get a second close that succeeds. */
 	drain(): void;
-	/** Those servers stop listening, as the drained ones do (the reject phase's end, a retire); their connections are the app's. */
+	/** Their connections are the app's. */
 	stopListening(): void;
-	/** A server the app left out after the drain took it (`exclude()`): one of those from now on. */
 	follow(server: net.Server): void;
-	/** A server the app passed to attach() after all: the drain's, no longer one of those. */
 	forget(server: net.Server): void;
 }
 
-/** Follows the worker's servers; `take`: whether the drain has one; `apart`: one listens without node:cluster. */
+/** `apart`: one listens without node:cluster. */
 export function followServers(take: (server: net.Server) => boolean, apart: (server: net.Server) => void): ListeningServers {
 	const servers = new Set<net.Server>();
 	let draining = false;
-	/** The servers that asked node:cluster for their port. */
 	const asked = new WeakSet<net.Server>();
 	const host = cluster as unknown as {_getServer?: GetServer};
 	const getServer = host._getServer;
@@ -44,8 +40,8 @@ export function followServers(take: (server: net.Server) => boolean, apart: (ser
 			return Reflect.apply(getServer, this, [server, ...rest]);
 		};
 
-		// node:net's own step that binds a server's handle (`setupListenHandle`),
-		// which a listen through node:cluster reaches too, once it has its port.
+		// node:net's own step that binds a server's handle, which a listen through
+		// node:cluster reaches too.
 		const listen2 = (net.Server.prototype as {_listen2?: (...args: unknown[]) => unknown})._listen2;
 		if (typeof listen2 === 'function') {
 			// eslint-disable-next-line func-names
@@ -97,7 +93,7 @@ export function followServers(take: (server: net.Server) => boolean, apart: (ser
 	};
 }
 
-/** A listening server's address as the primary logs node:cluster's: `host:port` (`[v6]:port`), or a socket's path. */
+/** As the primary logs node:cluster's: `host:port` (`[v6]:port`), or a socket's path. */
 export function formatAddress(address: ReturnType<net.Server['address']>): string {
 	if (address === null || typeof address === 'string') {
 		return String(address);
@@ -109,10 +105,9 @@ export function formatAddress(address: ReturnType<net.Server['address']>): strin
 const wrapped = new WeakSet<net.Server>();
 
 /**
- * The server stopped listening before the app's own shutdown closes it:
- * Node's second close would emit 'close' again and call back with
- * ERR_SERVER_NOT_RUNNING (terminus exits 1 on it). It calls back once the
- * server has closed, and does nothing else.
+ * The server stopped listening before the app's own shutdown closes it: Node's second
+ * close would emit 'close' again and call back with ERR_SERVER_NOT_RUNNING (terminus
+ * exits 1 on it). This one only calls back once the server has closed.
  */
 function closeAgainSucceeds(server: net.Server): void {
 	if (wrapped.has(server)) {

@@ -1,18 +1,13 @@
 /**
- * The app's side of `/metrics`: `attach(server, {metricsRegistry: client.register})`
- * hands the primary the app's prom-client registry. The primary asks every worker
- * for `getMetricsAsJSON()` on each scrape (the bootstrap routes the request here,
- * `answerScrape`) and aggregates them the way prom-client's
- * `AggregatorRegistry.aggregate` does; a worker leaving on purpose sends its
- * final values first, so the app's counters never go down in the cluster's sum.
- *
- * No prom-client here: the registry is the app's own copy, used through the one
- * method the primary needs. The helper stays light for CommonJS apps.
+ * The app's side of `/metrics`: the primary asks every worker for the registry's
+ * `getMetricsAsJSON()` on each scrape and aggregates them as prom-client's
+ * `AggregatorRegistry.aggregate` does; a worker leaving on purpose sends its final
+ * values first, so the app's counters never go down in the cluster's sum. No
+ * prom-client here: the registry is the app's own copy, and the helper stays light.
  */
 import {withTimeout} from '../clock.js';
 import type {MetricsRequestMessage, ToPrimary} from '../protocol.js';
 
-/** What this module needs of the worker's channel (channel.ts `WorkerChannel`). */
 interface MetricsChannel {
 	metrics?: (() => Promise<unknown>) | undefined;
 	send(message: ToPrimary, callback?: () => void): void;
@@ -23,21 +18,19 @@ export interface MetricsRegistry {
 	getMetricsAsJSON(): Promise<unknown> | unknown;
 }
 
-/** How long a worker waits for its app's registry before answering a scrape with nothing. */
 export const METRICS_COLLECT_MS = 5000;
-/** A leaving worker waits at most this long for its registry's final values. */
 const FINAL_METRICS_MS = 1000;
 
 export function isMetricsRegistry(value: unknown): value is MetricsRegistry {
 	return typeof value === 'object' && value !== null && typeof (value as MetricsRegistry).getMetricsAsJSON === 'function';
 }
 
-/** Answers the primary's scrapes from `registry` (the last attach() that gives one wins). */
+/** The last attach() that gives one wins. */
 export function shareMetrics(channel: MetricsChannel, registry: MetricsRegistry): void {
 	channel.metrics = async () => registry.getMetricsAsJSON();
 }
 
-/** The app's metrics, or `[]` if it has none, or its registry throws or hangs. */
+/** `[]` if the app has none, or its registry throws or hangs. */
 export async function collectMetrics(channel: MetricsChannel, timeoutMs = METRICS_COLLECT_MS): Promise<unknown> {
 	const source = channel.metrics;
 	if (!source) {
@@ -51,17 +44,13 @@ export async function collectMetrics(channel: MetricsChannel, timeoutMs = METRIC
 	}
 }
 
-/** A scrape's request (routed by the bootstrap's channel): answered with the same id. */
 export function answerScrape(channel: MetricsChannel, {id}: MetricsRequestMessage): void {
 	void collectMetrics(channel).then(metrics => {
 		channel.send({type: 'metrics', id, metrics: metrics as never});
 	});
 }
 
-/**
- * The final values, before `drained`: IPC keeps the order, so the primary has
- * them when it learns the worker is leaving. Nothing to send without a registry.
- */
+/** Before `drained`: IPC keeps the order, so the primary has them when it learns the worker is leaving. */
 export async function sendFinalMetrics(channel: MetricsChannel): Promise<void> {
 	if (!channel.metrics) {
 		return;

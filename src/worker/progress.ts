@@ -1,8 +1,7 @@
 /**
- * What a drain says as it goes: its counts to the host (the primary's
- * reports, standalone's progress line), at once and then whenever one changed,
- * at most four times a second; and once a second, how many requests it
- * rejected since the last such line (an idle reject phase is quiet).
+ * What a drain says as it goes: its counts to the host whenever one changed, at most
+ * four times a second; and once a second, how many requests it rejected since the
+ * last such line (an idle reject phase is quiet).
  */
 import {copyCounts, countsKey, type Counts} from '../counts.js';
 import type {Logger} from '../logger.js';
@@ -14,15 +13,13 @@ export class DrainProgress {
 	private last = '';
 	private rejectedAtLastSummary = 0;
 
-	/** `changes`: a number that moves with what else the reports carry (the arrivals, arrivals.ts). */
+	/** `changes` moves with what else the reports carry (the arrivals). */
 	constructor(private readonly counts: () => Counts, private readonly logger: Logger, private readonly changes: () => number = () => 0) {}
 
-	/** Tells `host` the counts, if one changed since it was last told. */
 	report(host: {progress(counts: Counts): void} | undefined): void {
 		const counts = copyCounts(this.counts());
-		// Every figure: in an idle reject phase, or a busy serve phase at a steady
-		// count, the tally is what moves, and a worker killed later is judged by
-		// its last report.
+		// Every figure: in an idle reject phase the tally is what moves, and a worker killed
+		// later is judged by its last report.
 		const key = `${countsKey(counts)} ${this.changes()}`;
 		if (key !== this.last) {
 			this.last = key;
@@ -30,7 +27,6 @@ export class DrainProgress {
 		}
 	}
 
-	/** `rejected requests while draining`, when there were any since the last one. */
 	summariseRejections(): void {
 		const {rejected} = this.counts();
 		const recent = rejected - this.rejectedAtLastSummary;

@@ -1,21 +1,13 @@
 /**
  * Readiness checks: `attach(server, {readinessChecks: {db: () => pool.query('select 1')}})`.
  *
- * While serving, the readiness probe runs every check at once, each bounded by
- * `--check-timeout`, and answers 200 when all pass, 503 naming each failing one
- * when any throws, rejects, returns `false` or times out. Why it failed goes to
- * the worker's log (once per change), never to the client: an error's text can
- * carry a connection string. Probes that
- * arrive while a run is in progress share it: a kubelet and a load balancer
- * probing every second must not multiply the load on a database that is
- * already slow. During a drain the request filter answers 503 at once, without
- * running them. The liveness probe never runs them: a database outage must not
- * make every pod restart.
- *
- * The filters call it (`FilterOptions.readiness`) when they answer the
- * readiness path while serving, HTTP/1.1 (request-filter.ts) and HTTP/2
- * (http2-filter.ts) alike, so an `allowHTTP1` server gives one answer whatever
- * the protocol of the probe. Servers without checks pay nothing.
+ * Why a check failed goes to the worker's log (once per change), never to the
+ * client: an error's text can carry a connection string. Probes that arrive while a
+ * run is in progress share it: a kubelet and a load balancer probing every second
+ * must not multiply the load on a database that is already slow. The liveness probe
+ * never runs them: a database outage must not make every pod restart. Both filters
+ * answer the readiness path from here, so an `allowHTTP1` server gives one answer
+ * whatever the probe's protocol.
  */
 import {withTimeout} from '../clock.js';
 
@@ -25,13 +17,12 @@ export type ReadinessChecks = Readonly<Record<string, ReadinessCheck>>;
 
 export interface ReadinessResult {
 	readonly ok: boolean;
-	/** `name: why`, one per failing check, in the order given: for the log and the primary, never for a client. */
+	/** `name: why`, for the log and the primary, never for a client. */
 	readonly failures: readonly string[];
-	/** The failing checks' names alone: what a probe's 503 says. */
+	/** What a probe's 503 says. */
 	readonly failing: readonly string[];
 }
 
-/** A failing check: its name, and why (what it threw, `returned false`, the timeout). */
 interface CheckFailure {
 	readonly name: string;
 	readonly why: string;
@@ -49,18 +40,15 @@ async function runOne(name: string, check: ReadinessCheck, timeoutMs: number): P
 	return withTimeout(ran, timeoutMs, () => ({name, why: `timed out after ${timeoutMs} ms`}));
 }
 
-/** What a readiness probe runs: the checks (`Readiness`), or a stand-in for them (warmup.ts). */
+/** The checks (`Readiness`), or a stand-in for them (warmup.ts). */
 export interface ReadinessProbe {
-	/** Undefined when ready, otherwise the 503's body. */
 	probe(): Promise<Buffer | undefined>;
 }
 
 export class Readiness implements ReadinessProbe {
 	private running: Promise<ReadinessResult> | undefined;
-	/** The failures last logged: a failure is logged when it changes, not on every probe. */
 	private logged = '';
 
-	/** `log`: where a failing check's reason goes (the worker's log); a probe's 503 names the check only. */
 	constructor(private readonly checks: ReadinessChecks, private readonly timeoutMs: number, private readonly log?: (failures: readonly string[]) => void) {
 		for (const [name, check] of Object.entries(checks)) {
 			if (typeof check !== 'function') {
@@ -69,18 +57,12 @@ export class Readiness implements ReadinessProbe {
 		}
 	}
 
-	/**
-	 * For a readiness probe: undefined when every check passed, otherwise the
-	 * 503's body, one `name: not ready` line per failing check. Why it failed
-	 * (an error's text may hold a connection string, a password) goes to the
-	 * log instead, whoever asks.
-	 */
+	/** Undefined when every check passed, otherwise the 503's body, naming the failing checks only. */
 	async probe(): Promise<Buffer | undefined> {
 		const {ok, failing} = await this.run();
 		return ok ? undefined : Buffer.from(`${failing.map(name => `${name}: not ready`).join('\n')}\n`);
 	}
 
-	/** Runs every check, or joins the run in progress. */
 	async run(): Promise<ReadinessResult> {
 		this.running ??= (async () => {
 			try {

@@ -1,8 +1,6 @@
 /**
- * The drain's host when the app runs alone (`node server.js`: a laptop, a
- * test): no primary, so this process takes the signal itself, keeps its own
- * deadline and exits with the CLI's codes (0, 3 at the deadline, 4 on a second
- * signal), on the timeline read from `GRACEFUL_CLUSTER_*`.
+ * The drain's host when the app runs alone (`node server.js`): no primary, so this
+ * process takes the signal itself, keeps its own deadline and exits with the CLI's codes.
  */
 import {openOf, tallyOf} from '../counts.js';
 import {logDrainFinished, type DrainFinished} from '../drain-finished.js';
@@ -20,24 +18,20 @@ import {blockOutput, flushOutput} from './stdio.js';
 const PROGRESS_LOG_MS = 1000;
 
 export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Timeline): void {
-	// The app's SIGTERM/SIGINT listeners, those already there and those to come,
-	// run after the hooks instead of at the signal.
 	const held = holdSignalListeners({ownExisting: false, signals: ['SIGTERM', 'SIGINT']});
 	held.owner = 'attach';
-	/** The deadline's timer, once a signal came. */
 	let deadline: NodeJS.Timeout | undefined;
 	const app = appShutdown(held, logger);
 	drain.setAppShutdown({
 		has: app.has,
 		names: app.names,
 		async run(signal, reason, onFailure) {
-			// While the app's own shutdown finishes, the deadline must not keep alive
-			// a process that has nothing else left (app-shutdown.ts waits for that).
+			// While the app's own shutdown finishes, the deadline must not keep alive a process
+			// that has nothing else left.
 			deadline?.unref();
 			try {
 				return await app.run(signal, reason, onFailure);
 			} finally {
-				// What runs after it (the app's beforeExit listeners) is bounded by it again.
 				deadline?.ref();
 			}
 		},
@@ -52,7 +46,6 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 			}
 		},
 		hooksStarting(_counts, proceed) {
-			// Alone, nobody needs telling.
 			proceed();
 		},
 		finish(summary, exit) {
@@ -63,19 +56,14 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 					process.exit(code);
 				}
 
-				// The app's shutdown left nothing running: the process ends by itself,
-				// bounded by the deadline but not kept alive by it.
+				// The process ends by itself, bounded by the deadline but not kept alive by it.
 				deadline?.unref();
 				new ExitWatch(logger).blame('the app\'s beforeExit or exit listeners');
 				process.exitCode = code;
 			});
 		},
 	});
-	/**
-	 * `drain finished`, once. `appExit`: the failing code the app asked for
-	 * (`process.exitCode`, `process.exit(n)`), which is the process's, as under
-	 * plain Node; a forced end's code, or 7 for other failures, as under the CLI.
-	 */
+	/** `appExit`: the failing code the app asked for is the process's, as under plain Node. */
 	let reported = false;
 	const finished = (line: Pick<DrainFinished, 'exitCode' | 'hooksFailed' | 'responsesCut' | 'appExit' | 'more'>): void => {
 		reported = true;
@@ -83,11 +71,10 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 		logDrainFinished(logger, {signal: held.received, durationMs: summary.durationMs, figures: tallyOf(summary), ...line});
 	};
 
-	/** The drain's end, its requests done; returns the exit code. */
 	const report = (summary: DrainSummary, appExit: number | undefined): number => {
 		const hooksFailed = summary.hooksFailed + (appExit === undefined ? 0 : 1);
 		const code = appExit ?? (hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK);
-		// Standalone has one process: its arrivals are all of them (no adaptive end: that is the primary's).
+		// No adaptive end alone: that is the primary's.
 		const arrivals = drain.arrivals.report();
 		finished({
 			exitCode: code,
@@ -99,30 +86,26 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 		return code;
 	};
 
-	// The app's own shutdown may end the process itself (`process.exit(0)` once
-	// its pool is closed): the drain is over then too, and says so, with the
-	// app's code.
+	// The app's own shutdown may end the process itself (`process.exit(0)` once its
+	// pool is closed): the drain is over then too, with the app's code.
 	held.listenOurselves('exit', (code: number) => {
 		if (!reported && drain.phaseName === 'hooks') {
 			process.exitCode = report(drain.summary(), isCleanShutdownCode(code) ? undefined : code);
 		}
 	});
 
-	/** A kill's end: what was open is cut. `hooksCut`: a hook still running, counted as failed. */
+	/** `hooksCut`: a hook still running, counted as failed. */
 	const forced = (exitCode: number, hooksCut: number): void => {
 		const open = openOf(drain.counts);
 		finished({exitCode, hooksFailed: drain.summary().hooksFailed + hooksCut, responsesCut: open.inflight, more: open});
 	};
 
-	/** When the first signal came; undefined until then. */
 	let signalledAt: number | undefined;
-	/** The app's exit code then (app-exit.ts `clearCodeSetBefore`). */
 	let codeAtSignal: number | undefined;
 	const onSignal = (signal: NodeJS.Signals): void => {
 		if (signalledAt !== undefined) {
-			// The same Ctrl-C often arrives twice at once (the terminal signals the
-			// process group, `npm start` forwards it again): only a later one is a
-			// second signal.
+			// The same Ctrl-C often arrives twice at once (the terminal signals the process
+			// group, `npm start` forwards it again).
 			if (isDuplicateSignal(signalledAt, performance.now())) {
 				logger.info({signal}, 'repeated signal right after the first; ignoring it');
 				return;
@@ -138,10 +121,8 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 		held.received ??= signal;
 		blockOutput();
 		logger.info({signal}, 'signal received');
-		// The deadline goes first: if the app blocks the event loop later, it is
-		// still there when the loop comes back.
+		// The deadline goes first: if the app blocks the event loop later, it is still there.
 		deadline = setTimeout(() => {
-			// Hooks still running are cut: counted with those that failed.
 			forced(ExitCode.DEADLINE, drain.phaseName === 'hooks' ? 1 : 0);
 			exitOurselves(ExitCode.DEADLINE);
 		}, timeline.gracePeriodMs);

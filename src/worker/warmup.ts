@@ -1,33 +1,19 @@
 /**
- * A replacement warming up: the new worker of a reload or a recycle (forked
- * with `GRACEFUL_CLUSTER_REPLACEMENT=on`, worker-env.ts) takes no connections
- * until the app's readiness checks pass, and the old worker of its slot keeps
- * serving until then (primary/reload.ts). A database pool still connecting or
- * a cache still loading must not see requests, and the pod must stay ready.
+ * A replacement warming up: the new worker of a reload or a recycle takes no
+ * connections until the app's readiness checks pass, and the old worker of its slot
+ * serves until then (primary/reload.ts): a pool still connecting must not see requests.
  *
- *   warming --every check of every attached server passes--> ready
- *   warming --a drain or a retire--> stopped   (it keeps refusing: the drain stops accepting anyway)
+ * Under node:cluster's round-robin, a worker whose server is at its `maxConnections`
+ * answers "not accepted" and the primary hands the connection to another
+ * (nodejs/node lib/internal/cluster/child.js `onconnection`, round_robin_handle.js
+ * `handoff`). A negative limit refuses every one (Node tests it only for
+ * truthiness; 0 would mean "no limit"). A server with a handle of its own
+ * (`listen({exclusive: true})`, `NODE_CLUSTER_SCHED_POLICY=none`) would drop refused
+ * connections instead: it is left alone.
  *
- * Keeping connections away: under node:cluster's round-robin (the default
- * except on Windows) the primary hands each connection to a worker, and a
- * worker whose server is at its `maxConnections` answers "not accepted", so the
- * primary hands it to another (lib/internal/cluster/child.js `onconnection`,
- * round_robin_handle.js `handoff`). A negative limit refuses every one (Node
- * tests it only for truthiness; 0 would mean "no limit"). While no other
- * worker is free the primary offers the connection again, so a refused
- * connection can cost a few IPC round trips; only during the warm-up.
- * A server with a handle of its own (`listen({exclusive: true})`, or
- * `NODE_CLUSTER_SCHED_POLICY=none`) would drop refused connections instead:
- * it is left alone, and takes connections as soon as it listens.
- *
- * Should every other worker stop serving meanwhile (the old one crashed), the
- * primary says `serve-now` and the refusals end, ready or not: with nobody
- * else to take them, refused connections would only wait in the primary's
- * queue, offered again and again.
- *
- * While warming, the readiness probe answers 200: the probe may reach this
- * worker only where connections cannot be kept away, and the pod is ready,
- * its other workers serve.
+ * Should no other worker serve (the old one crashed), the primary says `serve-now`
+ * and the refusals end: refused connections would only wait in its queue. While
+ * warming, the readiness probe answers 200: the pod's other workers serve.
  */
 import cluster from 'node:cluster';
 import type net from 'node:net';
@@ -35,19 +21,13 @@ import type {Logger} from '../logger.js';
 import {MAX_TEXTS, type ToPrimary} from '../protocol.js';
 import type {Readiness, ReadinessProbe} from './readiness.js';
 
-/**
- * How often a warming worker runs its checks: each pass costs the app one run
- * of every check (a `select 1`), and a ready worker waits at most this long to
- * say so.
- */
+/** Each pass costs the app one run of every check (a `select 1`); a ready worker waits at most this long to say so. */
 export const WARM_POLL_MS = 200;
 
-/** Refuses every connection handed over by the round-robin (see the header). */
 const REFUSE_ALL = -1;
 
 type WarmupState = 'warming' | 'ready' | 'stopped';
 
-/** True when the server's connections come from the primary's round-robin, not a handle of its own. */
 function sharesRoundRobin(server: net.Server): boolean {
 	// The round-robin's stand-in handle is a plain object without a file descriptor.
 	const handle = (server as net.Server & {_handle?: {fd?: unknown} | null})._handle;
@@ -56,13 +36,11 @@ function sharesRoundRobin(server: net.Server): boolean {
 
 export class Warmup {
 	private state: WarmupState = 'warming';
-	/** Set by `serveNow()`: servers attached later are not refused either. */
 	private mustServe = false;
-	/** Servers whose `maxConnections` we set, with the app's own value to give back. */
 	private readonly refusing = new Map<net.Server, number | undefined>();
 	private readonly checks: Readiness[] = [];
 	private timer: NodeJS.Timeout | undefined;
-	/** The failures last told to the primary, joined: sent again only when they change. */
+	/** The failures last told to the primary: sent again only when they change. */
 	private told = '';
 
 	constructor(
@@ -75,7 +53,6 @@ export class Warmup {
 		return this.state === 'warming';
 	}
 
-	/** A drained server: kept from connections until ready. */
 	add(server: net.Server): void {
 		if (this.state !== 'warming') {
 			return;
@@ -83,9 +60,8 @@ export class Warmup {
 
 		if (this.roundRobin && !this.mustServe && !this.refusing.has(server) && (!server.listening || sharesRoundRobin(server))) {
 			this.refusing.set(server, server.maxConnections);
-			// An accessor, not a value: an app that sets its own limit after attach()
-			// (`server.maxConnections = 1000`) would otherwise end the warm-up
-			// silently. Its value is kept and applied once ready.
+			// An accessor: an app that sets its own limit after attach() would otherwise end the
+			// warm-up silently. Its value is kept and applied once ready.
 			Object.defineProperty(server, 'maxConnections', {
 				configurable: true,
 				enumerable: true,
@@ -105,7 +81,6 @@ export class Warmup {
 		this.look();
 	}
 
-	/** A server's readiness checks (`attach(server, {readinessChecks})`): they join the warm-up's. */
 	addChecks(readiness: Readiness): void {
 		if (this.state === 'warming') {
 			this.checks.push(readiness);
@@ -118,15 +93,10 @@ export class Warmup {
 		this.timer ??= setTimeout(this.poll, 0).unref();
 	}
 
-	/**
-	 * What the server's readiness probe runs: 200 while warming (the other
-	 * workers serve), then the app's checks.
-	 */
 	probeFor(readiness: Readiness | undefined): ReadinessProbe | undefined {
 		return readiness && {probe: async () => (this.warming ? undefined : readiness.probe())};
 	}
 
-	/** The primary's `serve-now`: nobody else serves; stop refusing, keep warming up. */
 	serveNow(): void {
 		this.mustServe = true;
 		if (this.refusing.size > 0) {
@@ -137,7 +107,7 @@ export class Warmup {
 		}
 	}
 
-	/** A drain or a retire: no more checks. A server still refusing stays so (the drain closes it). */
+	/** A server still refusing stays so: the drain closes it. */
 	stop(): void {
 		if (this.state === 'warming') {
 			this.state = 'stopped';
@@ -178,7 +148,7 @@ export class Warmup {
 		this.send({type: 'ready'});
 	}
 
-	/** Gives the app's own `maxConnections` back: the one it had, or set while we refused (also a server the app left out, `exclude()`). */
+	/** Also for a server the app left out (`exclude()`). */
 	release(server: net.Server): void {
 		if (!this.refusing.has(server)) {
 			return;

@@ -1,17 +1,11 @@
 /**
- * The stack-capture thread (heartbeat.ts starts it with `--hung-stack on`).
- *
- * It watches the main loop's beat (a counter in shared memory the heartbeat
- * bumps once a second). When the counter has not moved for `captureAfterMs`, the
- * main loop is blocked: it attaches to the main thread through the inspector,
- * pauses it (V8 interrupts even a `while (true) {}`: about 30 ms, measured on
- * Node 20.20), reads the call frames, resumes and disconnects (a session left
- * connected holds the exit with "Waiting for the debugger to disconnect"). Then
- * it writes one JSON line to stderr with `fs.writeSync`: the logger lives on the
- * main thread, which is blocked, and a thread cannot `process.send`. The primary keeps
- * a worker's last stderr lines and puts this one in its kill log line.
- *
- * One capture per blocked stretch: the beat moving again re-arms it.
+ * The stack-capture thread (`--hung-stack on`). When the main loop's beat (a counter
+ * in shared memory) has not moved for `captureAfterMs`, it attaches to the main
+ * thread through the inspector, pauses it (V8 interrupts even a `while (true) {}`),
+ * reads the call frames, resumes and disconnects (a session left connected holds the
+ * exit with "Waiting for the debugger to disconnect"). It writes one JSON line with
+ * `fs.writeSync`: the logger lives on the blocked main thread, and a thread cannot
+ * `process.send`. One capture per blocked stretch.
  */
 import {writeSync} from 'node:fs';
 import inspector from 'node:inspector';
