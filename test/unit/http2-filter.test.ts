@@ -598,7 +598,7 @@ test('the shipped helper writes no HTTP/2 pseudo-header name as a literal of its
 	// node:http2 first used its own constant as a key; Node's compatibility
 	// response then set `:status` the slow way on every response, about 4 % of
 	// an h2c hello world's CPU, whether attach() was called or the helper only
-	// imported (http2-filter.ts `headerNames`). A speed figure belongs in
+	// imported (http2-answers.ts `headerNames`). A speed figure belongs in
 	// bench/; this keeps the cause from coming back.
 	const directory = path.join(ROOT, 'dist/bundle/worker');
 	const files = (await readdir(directory)).filter(name => name.endsWith('.js') || name.endsWith('.cjs'));
