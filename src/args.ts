@@ -1,8 +1,7 @@
 /**
  * The command line through yargs: what the quick read (command-line.ts) leaves
  * to it, --help and --version and every complaint about an option, in yargs'
- * words as before. `parseArgs` is the whole command line: the quick read, else
- * yargs.
+ * words.
  */
 import yargs from 'yargs';
 import {
@@ -17,7 +16,6 @@ import {logicalCwd} from './working-directory.js';
 
 export {USAGE, type ParseResult} from './command-line.js';
 
-/** Word-wraps `text` to `width`, indenting the lines after the first by `indent`. */
 function hang(text: string, width: number, indent: number): string {
 	const lines: string[] = [];
 	let line = '';
@@ -48,7 +46,7 @@ function parser(argv: readonly string[], width = helpWidth()) {
 		...(spec.alias === undefined ? {} : {alias: spec.alias}),
 		...(spec.default === undefined ? {} : {default: spec.default}),
 		// Types and defaults are ours (yargs would label every option [string]): see hide-types.
-		// (a no-break space keeps the two labels on one line when the text wraps)
+		// A no-break space keeps the two labels on one line when the text wraps.
 		description: `${spec.description}  [${spec.kind === 'switch' ? 'on|off' : spec.kind}]\u00A0[default: ${spec.defaultText ?? spec.default}]`,
 	}]));
 	const y = yargs([...argv])
@@ -99,9 +97,8 @@ function nearestOption(name: string): string | undefined {
 
 /**
  * Rewrites yargs' strict-mode complaint: an env-only key names the variable;
- * an unknown flag is named once, as written (yargs adds its camelCase form:
- * "Unknown arguments: reject-perod, rejectPerod"), with the option it is
- * likely a typo of.
+ * an unknown flag is named once (yargs adds its camelCase form), as written,
+ * with the option it is likely a typo of.
  */
 function explainUnknown(error: unknown, argv: readonly string[]): unknown {
 	const match = error instanceof Error ? /^Unknown arguments?: (.+)$/.exec(error.message) : null;
@@ -109,7 +106,6 @@ function explainUnknown(error: unknown, argv: readonly string[]): unknown {
 		return error;
 	}
 
-	// yargs names a camelCase key and its kebab-case twin both: the twin stands for both.
 	const reported = match[1]!.split(', ');
 	const names = reported.filter(name => kebab(name) === name || !reported.includes(kebab(name)));
 	const vars = names.map(name => envName(kebab(name)));
@@ -124,11 +120,7 @@ function explainUnknown(error: unknown, argv: readonly string[]): unknown {
 	});
 	return new UsageError(`Unknown option${flags.length > 1 ? 's' : ''} ${flags.join(', ')}. Options go before the script; run graceful-cluster --help to see them.`);
 }
-/**
- * `--help` as yargs prints it at full width, with no variable of ours set (in
- * the locale the caller runs in): what scripts/write-help.js writes to help.txt
- * at build time, for print-only.ts.
- */
+/** What scripts/write-help.js writes to help.txt at build time: full width, no variable of ours set. */
 export function helpText(): string {
 	let output = '';
 	withoutNonOptions(() => parser(['--help'], HELP_WIDTH).parseSync(['--help'], {}, (_error, _argv, text) => {
@@ -138,11 +130,9 @@ export function helpText(): string {
 }
 
 /**
- * The command line through yargs alone, as before the quick read.
- *
- * `cwd`: the directory a relative script is found from and the workers start
- * in; the logical one by default, so both follow a release symlink
- * (working-directory.ts).
+ * The command line through yargs alone. `cwd`: where a relative script is
+ * found from and the workers start; the logical one by default, so both follow
+ * a release symlink (working-directory.ts).
  */
 export function yargsParseArgs(argv: readonly string[], cwd = logicalCwd()): ParseResult {
 	const scan = scanOptions(argv);
@@ -163,7 +153,6 @@ export function yargsParseArgs(argv: readonly string[], cwd = logicalCwd()): Par
 	return fromParsed(parsed, scan, cwd);
 }
 
-/** The command line: the quick read where yargs would only hand the values over (command-line.ts), else yargs. */
 export function parseArgs(argv: readonly string[], cwd = logicalCwd()): ParseResult {
 	return quickParseArgs(argv, cwd) ?? yargsParseArgs(argv, cwd);
 }

@@ -1,24 +1,18 @@
 /**
- * A worker's arrival telemetry as it crosses the IPC channel (in `inflight`,
- * `hooks` and `drained`): its shape and its bounds. The worker counts it
- * (worker/arrivals.ts), protocol.ts checks it with `isArrivalsReport`, the
- * primary merges the workers' (primary/arrivals.ts).
+ * A worker's arrival telemetry as it crosses the IPC channel: its shape and its
+ * bounds. The worker counts it (worker/arrivals.ts), the primary merges the
+ * workers' (primary/arrivals.ts).
  */
-/** One peer's requests in a worker (worker/arrivals.ts): its rate before the signal, its arrivals since. */
+/** One peer's requests in a worker: its rate before the signal, its arrivals since. */
 export interface PeerArrivals {
 	/** The address its connections come from (`other`: the peers past the count kept one by one). */
 	readonly peer: string;
 	/** Its app requests per second over the 60 s before the signal (0: none, or a peer new since). */
 	readonly ratePerSecond: number;
-	/** Its app requests that arrived since the signal. */
 	readonly count: number;
 	/** Milliseconds from the signal to its last one; null: none since. */
 	readonly lastMs: number | null;
-	/**
-	 * Its longest silence between two requests in the 60 s before the signal, an
-	 * upper bound from per-second counts (a batch job's lulls); absent when it
-	 * never missed a second, and from an older helper.
-	 */
+	/** Its longest silence in the 60 s before the signal, an upper bound from per-second counts; absent when it never missed a second. */
 	readonly longestGapMs?: number;
 	/** Its rate over its last requests since the signal (up to 5 s of them); absent when none came, and from an older helper. */
 	readonly recentPerSecond?: number;
@@ -26,9 +20,7 @@ export interface PeerArrivals {
 
 /** A worker's arrival telemetry since the signal; times in milliseconds from the moment it read the drain. */
 export interface ArrivalsReport {
-	/** App requests that arrived since the signal. */
 	readonly total: number;
-	/** App requests that arrived in each second after the signal. */
 	readonly bySecond: readonly number[];
 	readonly lastMs: number | null;
 	readonly lastFrom: string | null;

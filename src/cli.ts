@@ -1,13 +1,11 @@
 #!/usr/bin/env node
 /**
- * The `graceful-cluster` command. A shim with one job of its own: hold the
- * signals before anything else loads. Loading the primary's modules takes
- * tens of milliseconds (yargs, when it is needed, a hundred more), and a
- * SIGTERM in that time would kill the primary (as PID 1 it would be dropped:
- * the kernel ignores a signal PID 1 has no handler for, and the pod would run
- * on until SIGKILL). The signals held here are
- * handed to the primary once it exists (main.ts). And one shortcut: a plain
- * `--version` or `--help` is answered without loading any of it (print-only.ts).
+ * The `graceful-cluster` command: a shim that holds the signals before anything
+ * else loads. Loading the primary's modules takes tens of milliseconds (yargs a
+ * hundred more), and a SIGTERM then would kill the primary, or as PID 1 be
+ * dropped (the kernel ignores a signal PID 1 has no handler for) and the pod
+ * run on until SIGKILL. A plain `--version` or `--help` is answered without
+ * loading any of it (print-only.ts).
  */
 import {setImmediate} from 'node:timers/promises';
 import {ExitCode} from './exit-codes.js';
@@ -40,8 +38,7 @@ const isLoadError = (error: unknown): boolean =>
 	['ERR_MODULE_NOT_FOUND', 'MODULE_NOT_FOUND'].includes((error as NodeJS.ErrnoException).code ?? '') || error instanceof SyntaxError || error instanceof NoMain;
 
 // main() ends the process itself (process.exit); an event loop that runs dry
-// before it did is a bug of ours, not a clean exit. (Top-level await said so
-// with exit 13; this chain would otherwise exit 0.)
+// before it did is a bug of ours, which this chain would otherwise exit 0 on.
 process.once('beforeExit', () => {
 	process.stderr.write('graceful-cluster: the primary stopped before it finished; please report this\n');
 	process.exit(ExitCode.INTERNAL);
@@ -55,9 +52,8 @@ void import('./main.js').then(loaded => {
 
 	return loaded.main;
 }).catch(async (error: unknown) => {
-	// Loading main.cjs runs its top-level code: cut short at a statement's end it
-	// can throw anything (a ReferenceError from a getter of what is not there).
-	// The file list says whether the install is whole.
+	// Cut short at a statement's end, main.cjs can throw anything as it loads:
+	// the file list says whether the install is whole.
 	const damaged = await import('./install-check.js')
 		.then(({damagedFiles}) => damagedFiles(new URL('graceful-cluster-files.json', import.meta.url)), () => []);
 	if (damaged.length > 0 || isLoadError(error)) {

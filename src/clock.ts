@@ -1,9 +1,7 @@
 /**
- * Time as the drain sees it: `now()` and timers. Every timed decision of the
- * primary and of a worker's drain goes through a `Clock`, so unit tests drive
- * them with a fake one (test/helpers/fakes.ts): exact, and without sleeps.
- * Also the one race of a promise against a timeout (`withTimeout`), for both
- * sides: p-event is not loaded in workers.
+ * Time as the drain sees it: every timed decision goes through a `Clock`, so
+ * unit tests drive them with a fake one (test/helpers/fakes.ts), exactly and
+ * without sleeps. `withTimeout` is here because p-event is not loaded in workers.
  */
 /** A timer handle; only the clock that made it can clear it. */
 export type Timer = {readonly __timer: unique symbol};
@@ -28,7 +26,6 @@ export const systemClock: Clock = {
 	},
 };
 
-/** Node's timers, unref'd: they never keep the process alive. */
 const backgroundClock: Clock = {
 	...systemClock,
 	setTimeout: (fn, ms) => setTimeout(fn, ms).unref() as unknown as Timer,
@@ -41,11 +38,8 @@ export const inBackground = (clock: Clock): Clock => (clock === systemClock ? ba
 const TIMED_OUT = Symbol('timed out');
 
 /**
- * What `promise` settles with (a rejection too), or `onTimeout()` if `ms` pass
- * first; the timer is cleared either way. It runs on `clock`: a fake one in unit
- * tests, the primary's own, whose timers hold the process until it exits with
- * its code. Without one, on an unref'd Node timer: a wait inside a worker must
- * never keep the app's process alive.
+ * The default clock's timers are unref'd: a wait inside a worker must never
+ * keep the app's process alive. The primary passes its own.
  */
 export async function withTimeout<T>(promise: PromiseLike<T>, ms: number, onTimeout: () => T, clock: Clock = backgroundClock): Promise<T> {
 	let timer: Timer | undefined;

@@ -1,21 +1,12 @@
 /**
  * The command line: `graceful-cluster [options] <script> [app args...]`.
+ * Options come before the script; everything from the script on goes to the
+ * app untouched (yargs' `halt-at-non-option`). Every option can also come from
+ * `GRACEFUL_CLUSTER_<NAME>`; flags win.
  *
- * Options come before the script; everything from the script on goes to the app
- * untouched (yargs' `halt-at-non-option`). Every option can also come from
- * `GRACEFUL_CLUSTER_<NAME>`; flags win (--help and --version are flags only).
- * Every slip is a `UsageError` that names the flag or variable and what to write
- * instead. Pure apart from reading the environment and looking at the script's
- * path (and, for a directory, the entry file in it), so it is unit-tested with
- * plain arrays.
- *
- * Here: the options table, and the quick read of a command line that yargs would
- * accept. yargs itself (args.ts) costs more to load than the rest of the start,
- * and it is only needed to print the help or to word a complaint; so a command
- * line in the plain spellings is read here, the way yargs reads it. Anything
- * else (--help, --version, an unknown option, an unusual spelling) the quick
- * read leaves to args.ts, which runs yargs as before. The values' parsers are in
- * values.ts, finding the script in script.ts.
+ * Here: the options table, and the quick read of a command line in the plain
+ * spellings. yargs (args.ts) costs more to load than the rest of the start and
+ * is only needed to print the help or word a complaint.
  */
 import {UsageError} from './errors.js';
 import {LOG_LEVELS} from './logger.js';
@@ -52,7 +43,6 @@ export interface OptionSpec {
 	readonly example?: string;
 }
 
-/** Every option but --help and --version; each takes one value. */
 export const OPTIONS: Readonly<Record<string, OptionSpec>> = {
 	workers: {alias: 'w', kind: 'number', example: '4', description: 'worker processes to run', defaultText: 'the container\'s CPU limit, rounded up, at most os.availableParallelism()'},
 	[SETTING_FLAGS.servePeriodMs]: {kind: 'duration', default: formatDuration(DEFAULT_SETTINGS.servePeriodMs), example: '30s', description: 'after the signal, keep serving new requests (with Connection: close) this long'},
@@ -88,10 +78,8 @@ const FLAG_ONLY: Readonly<Record<string, {readonly flag: string; readonly prints
 	v: {flag: '-v', prints: 'version'},
 };
 
-/** yargs-parser's settings, as yargs (args.ts) is given them. */
 export const PARSER_CONFIGURATION = {'halt-at-non-option': true, 'parse-positional-numbers': false, 'unknown-options-as-args': false, 'duplicate-arguments-array': false} as const;
 
-/** A value option as written on the command line (`--workers`, `-w`), and its name. */
 const VALUE_SPELLINGS = new Map<string, string>(Object.entries(OPTIONS).flatMap(([name, spec]) => [
 	[`--${name}`, name] as const,
 	...(spec.alias === undefined ? [] : [[`-${spec.alias}`, name] as const]),
@@ -104,11 +92,9 @@ export interface Given {
 }
 
 /**
- * Reads the options before the script the way yargs will, and fixes the one
- * thing yargs-parser gets wrong for us: a value that starts with `-` (`-5s`,
- * `-1`) after its option would be read as more flags ("Unknown arguments: 5, s").
- * It becomes `--option=value`, so the option's own check names it. An option
- * with no value after it at all is an error here.
+ * yargs-parser reads a value that starts with `-` (`-5s`, `-1`) after its
+ * option as more flags ("Unknown arguments: 5, s"): it becomes
+ * `--option=value`, so the option's own check names it.
  */
 export function scanOptions(argv: readonly string[]): {argv: string[]; given: Given[]} {
 	const out: string[] = [];
@@ -146,14 +132,12 @@ export function scanOptions(argv: readonly string[]): {argv: string[]; given: Gi
 	return {argv: out, given};
 }
 
-/** Every long option as written, --help and --version included. */
 const LONG_OPTIONS = new Set([...Object.keys(OPTIONS), 'help', 'version']);
 
 /**
  * `--reject-Period 3s`, `--LOG-LEVEL=debug`: yargs-parser makes such a key the
- * camelCase form of a known option, which strict mode accepts, and the value
- * went nowhere (the default stood). Options are lower case; the camelCase form
- * (`--rejectPeriod`), which yargs reads as the option, stays allowed.
+ * camelCase form of a known option, which strict mode accepts while the value
+ * goes nowhere. The camelCase form itself (`--rejectPeriod`) stays allowed.
  */
 function checkCase(arg: string): void {
 	if (!arg.startsWith('--')) {
@@ -183,29 +167,19 @@ export function swallowedScript(given: readonly Given[], cwd: string): UsageErro
 }
 
 /**
- * Kubernetes injects `<SERVICE>_SERVICE_HOST`, `<SERVICE>_PORT_80_TCP` and the like
- * into every pod for each Service of the namespace; a Service named
- * `graceful-cluster` (or `graceful-cluster-api`) would make them look like our
- * options. Docker's legacy links use the same names. They are not options.
+ * Kubernetes injects `<SERVICE>_SERVICE_HOST`, `<SERVICE>_PORT_80_TCP` and the
+ * like for each Service of the namespace (Docker's legacy links too): a Service
+ * named `graceful-cluster` would make them look like our options.
  */
 const SERVICE_LINK = /^GRACEFUL_CLUSTER_(?:\w+_)?(?:SERVICE_HOST|SERVICE_PORT(?:_\w+)?|PORT(?:_\d+_(?:TCP|UDP|SCTP)(?:_(?:PROTO|PORT|ADDR))?)?)$/;
 
-/**
- * `GRACEFUL_CLUSTER_HELP`, `_VERSION` (or `_H`, `_V`): yargs' `.env()` would read
- * them as --help/--version, and an entrypoint that prints its help and exits 0
- * is a restart loop nobody notices.
- */
+/** yargs' `.env()` would read `GRACEFUL_CLUSTER_HELP` as --help: an entrypoint that prints its help and exits 0 is a restart loop nobody notices. */
 const flagOnlyVariable = (key: string): (typeof FLAG_ONLY)[string] | undefined =>
 	key.startsWith(`${ENV_PREFIX}_`) ? FLAG_ONLY[key.slice(ENV_PREFIX.length + 1).toLowerCase()] : undefined;
 
-/**
- * A Kubernetes service link, or one of the variables a primary sets for its
- * workers that are no option's (worker-env.ts): a CLI the app starts itself
- * inherits those.
- */
+/** A service link, or a variable a primary sets for its workers, which a CLI the app starts itself inherits. */
 const isNotAnOption = (key: string): boolean => SERVICE_LINK.test(key) || INTERNAL_VARIABLES.has(key);
 
-/** Runs `fn` with the variables that are not options out of the environment yargs reads. */
 export function withoutNonOptions<T>(fn: () => T): T {
 	const hidden = Object.entries(process.env).filter(([key]) => isNotAnOption(key) || flagOnlyVariable(key) !== undefined);
 	for (const [key] of hidden) {
@@ -235,10 +209,7 @@ function checkFlagOnlyVariables(): void {
 	}
 }
 
-/**
- * The options from what yargs (or the quick read, the same way) parsed, with
- * their values checked. `scan` is the command line as scanOptions() left it.
- */
+/** `parsed`: by yargs or the quick read; `scan`: the command line as scanOptions() left it. */
 export function fromParsed(parsed: Record<string, unknown>, scan: {readonly given: readonly Given[]}, cwd: string): ParseResult & {kind: 'run'} {
 	checkFlagOnlyVariables();
 	const [script, ...args] = (parsed['_'] as unknown[]).map(String);
@@ -284,18 +255,14 @@ export function fromParsed(parsed: Record<string, unknown>, scan: {readonly give
 	return {kind: 'run', options, workerCount, logFormat};
 }
 
-/** Each option's default as yargs gives it, before the variables and the flags. */
 const DEFAULTS: Readonly<Record<string, string>> = Object.fromEntries(Object.entries(OPTIONS).flatMap(([name, spec]) => (spec.default === undefined ? [] : [[name, spec.default]])));
 
-/** `--name=value`, as the quick read takes it: a lower-case long name, the value after the first `=`. */
 const LONG_WITH_VALUE = /^--([a-z][a-z-]*)=(.*)$/s;
 
 /**
- * The options the `GRACEFUL_CLUSTER_<NAME>` variables give, as yargs reads
- * them: `<NAME>` is the option in upper case with `_` for `-`. Undefined when a
- * variable is spelled any other way (an alias, a camelCase form, `__`, an
- * unknown name): yargs decides what that means. Kubernetes' service links and
- * the flag-only names are not options (fromParsed() rejects the latter).
+ * The options the `GRACEFUL_CLUSTER_<NAME>` variables give; undefined when one
+ * is spelled any other way (an alias, a camelCase form, `__`, an unknown
+ * name): yargs decides what that means.
  */
 function optionsFromEnv(env: Readonly<Record<string, string | undefined>>): Record<string, string> | undefined {
 	const options: Record<string, string> = {};
@@ -326,23 +293,10 @@ function optionsFromEnv(env: Readonly<Record<string, string | undefined>>): Reco
 }
 
 /**
- * The command line read the way yargs reads it, when yargs would only hand the
- * values over. It takes the plain spellings only, the ones people write:
- * `--name value`, `--name=value` and `-w value`, each option's last one
- * winning, before the script (or `--` and the script), and the variables
- * spelled as optionsFromEnv() reads them; flags win over variables, variables
- * over defaults. Anything else (--help, --version, an unknown or negated
- * option, a camelCase form, `-w=2`, a quoted `--name='value'`) returns undefined: args.ts runs yargs,
- * which prints, or reads it, or words the complaint in its own way.
- * test/unit/command-line.test.ts holds the two reads the same, on a corpus and
- * on generated command lines.
- *
- * Not yargs-parser, the parser inside yargs: its first call cost the start
- * some 5 ms, a tenth of all the primary does before it forks.
- *
- * `cwd`: the directory a relative script is found from and the workers start
- * in; the logical one by default, so both follow a release symlink
- * (working-directory.ts).
+ * The command line read the way yargs reads it, in the plain spellings only;
+ * anything else returns undefined, for yargs. test/unit/command-line.test.ts
+ * holds the two reads the same. Not yargs-parser itself: its first call cost
+ * the start some 5 ms, a tenth of all the primary does before it forks.
  */
 export function quickParseArgs(argv: readonly string[], cwd = logicalCwd()): ParseResult | undefined {
 	const scan = scanOptions(argv);

@@ -1,9 +1,7 @@
 /**
  * What a drain counts, in one shape, from a worker's filters to `drain
- * finished`: a filter's counts, a process's (its filters' sum and what its
- * drain closed), a worker's reports (protocol.ts), the cluster's sums
- * (primary/drain-counts.ts). A figure added here is carried, validated, summed
- * and shown by every side; only the filter that counts it is left to write.
+ * finished`. A figure added here is carried, validated, summed and shown by
+ * every side; only the filter that counts it is left to write.
  */
 
 /** What is open now: it rises and falls. */
@@ -20,18 +18,14 @@ export interface Open {
 export interface Tally {
 	/** Responses to app requests that completed during the drain. */
 	readonly served: number;
-	/**
-	 * Responses to app requests that closed during the drain without
-	 * completing: the client went away, the app destroyed the response, or its
-	 * connection was cut. Never in `served`.
-	 */
+	/** Responses that closed during the drain without completing (the client went away, the connection was cut). */
 	readonly aborted: number;
 	/** Requests answered with the drain 503 (or, asking for an event stream, a `retry:` and an end). */
 	readonly rejected: number;
 	/**
-	 * Requests a retiring worker sent to another one instead of serving them: an
-	 * event stream told to reconnect at once, a WebSocket handshake answered 503
-	 * with `Retry-After: 0`. The pod serves them, so they are not `rejected`.
+	 * Requests a retiring worker sent to another one (an event stream told to
+	 * reconnect, a WebSocket handshake answered 503 with `Retry-After: 0`): the
+	 * pod serves them, so they are not `rejected`.
 	 */
 	readonly redirected: number;
 	/** Upgraded connections and event streams the app left open, closed by the drain. */
@@ -42,11 +36,7 @@ export interface Tally {
 
 export type TallyField = keyof Tally;
 
-/**
- * Each figure of the tally and what it counts. `requests`: unknown (not 0)
- * where no worker counted its requests; `connections`: the drain's own
- * closes, known either way.
- */
+/** `requests`: unknown (not 0) where no worker counted its requests; `connections`: the drain's own closes, known either way. */
 export const TALLY: Readonly<Record<TallyField, 'requests' | 'connections'>> = {
 	served: 'requests',
 	aborted: 'requests',
@@ -60,7 +50,6 @@ export const TALLY_FIELDS = Object.keys(TALLY) as readonly TallyField[];
 const OPEN: Readonly<Record<keyof Open, true>> = {inflight: true, upgrades: true, streams: true};
 export const OPEN_FIELDS = Object.keys(OPEN) as ReadonlyArray<keyof Open>;
 
-/** A worker's drain as it stands: what is open and what it counted. */
 export interface Counts extends Open, Tally {}
 
 /** What one request filter counts: the long-lived closes are its process's (worker/long-lived.ts). */
@@ -68,10 +57,7 @@ export type FilterCounts = Omit<Counts, 'closedLongLived' | 'longLivedCut'>;
 const FILTER_FIELDS = [...OPEN_FIELDS, ...TALLY_FIELDS.filter(field => field !== 'closedLongLived' && field !== 'longLivedCut')] as ReadonlyArray<keyof FilterCounts>;
 const COUNT_FIELDS: ReadonlyArray<keyof Counts> = [...OPEN_FIELDS, ...TALLY_FIELDS];
 
-/**
- * `fields` summed over `parts`; a part may be missing (a worker that never
- * reported). Reads each field once: a filter's counts are getters.
- */
+/** Reads each field once: a filter's counts are getters. */
 function sum<K extends keyof Counts>(fields: readonly K[], parts: Iterable<Readonly<Record<K, number>> | undefined>): Record<K, number> {
 	const total = Object.fromEntries(fields.map(field => [field, 0])) as Record<K, number>;
 	for (const part of parts) {
@@ -85,25 +71,18 @@ function sum<K extends keyof Counts>(fields: readonly K[], parts: Iterable<Reado
 	return total;
 }
 
-/** The filters' counts, summed. */
 export const sumFilterCounts = (filters: Iterable<FilterCounts>): FilterCounts => sum(FILTER_FIELDS, filters);
 
-/** The workers' counts, summed. */
 export const sumCounts = (parts: Iterable<Counts | undefined>): Counts => sum(COUNT_FIELDS, parts);
 
-/** What is open, summed over the workers' last reports. */
 export const sumOpen = (parts: Iterable<Open | undefined>): Open => sum(OPEN_FIELDS, parts);
 
-/** What is open, alone. */
 export const openOf = ({inflight, upgrades, streams}: Open): Open => ({inflight, upgrades, streams});
 
 /** No connection and no request open: a worker that said its requests are done. */
 export const NOTHING_OPEN: Open = {inflight: 0, upgrades: 0, streams: 0};
 
-/**
- * The tally in `counts`; a figure it lacks (a message from an older helper
- * leaves out the figures added later) is `last`'s, or 0.
- */
+/** A figure `counts` lacks (an older helper leaves out the figures added later) is `last`'s, or 0. */
 export function tallyOf(counts: Partial<Tally> | undefined, last?: Tally): Tally {
 	return Object.fromEntries(TALLY_FIELDS.map(field => [field, counts?.[field] ?? last?.[field] ?? 0])) as Record<TallyField, number>;
 }
@@ -111,5 +90,4 @@ export function tallyOf(counts: Partial<Tally> | undefined, last?: Tally): Tally
 /** A plain copy of `counts` (getters read once), for a message or a log line. */
 export const copyCounts = (counts: Counts): Counts => sumCounts([counts]);
 
-/** A change of any figure changes this key. */
 export const countsKey = (counts: Counts): string => COUNT_FIELDS.map(field => counts[field]).join(' ');

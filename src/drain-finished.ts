@@ -1,17 +1,13 @@
 /**
- * `drain finished`, the drain's last line: built here for the cluster's
- * primary (primary/drain.ts) and a process on its own (worker/standalone.ts),
- * so both give the same fields in the same order, and name the outcome in the
- * same words.
+ * `drain finished`, the drain's last line, built here for the cluster's primary
+ * and a process on its own (worker/standalone.ts): both give the same fields in
+ * the same order, and name the outcome in the same words.
  */
 import {TALLY, TALLY_FIELDS, type Tally, type TallyField} from './counts.js';
 import {ExitCode} from './exit-codes.js';
 import type {Logger} from './logger.js';
 
-/**
- * How the drain ended, in a word. `clean` only when every request was seen
- * and none was cut: a clean exit with a server nothing counted is `uncounted`.
- */
+/** `clean` only when every request was seen and none was cut: a clean exit with a server nothing counted is `uncounted`. */
 export type Outcome = 'clean' | 'uncounted' | 'hooks-failed' | 'forced';
 
 /** A figure of the tally, or null where nothing counted it (counts.ts `TALLY`). */
@@ -49,7 +45,6 @@ export function figures(figure: (field: TallyField) => number, requestsCounted: 
 	return Object.fromEntries(TALLY_FIELDS.map(field => [field, requestsCounted || TALLY[field] === 'connections' ? figure(field) : null])) as Figures;
 }
 
-/** Logs `drain finished`: info when the exit code is 0, else error. */
 export function logDrainFinished(logger: Logger, line: DrainFinished): void {
 	const fields = {
 		signal: line.signal,

@@ -1,44 +1,27 @@
 /**
- * Every way the primary can end, and the code it exits with.
+ * Every way the primary can end, and the code it exits with; each one's
+ * meaning is in EXIT_CODE_MEANINGS below.
  *
- * Orchestrators read these: Kubernetes shows the code in `lastState.terminated`,
- * systemd in `ExecMainStatus`. A clean drain is 0, never 143, because a pod that
- * shut down exactly as designed must not look like a crash (immich PR #30846).
- * We never re-raise the signal to get a code: as PID 1 a re-raised SIGTERM with
- * no handler is ignored.
+ * A clean drain is 0, never 143: a pod that shut down exactly as designed must
+ * not look like a crash (immich PR #30846). We never re-raise the signal to get
+ * a code: as PID 1 a re-raised SIGTERM with no handler is ignored.
  */
 export const ExitCode = {
-	/** Every worker drained and exited on its own. */
 	OK: 0,
-	/** A bug in graceful-cluster itself. Please report it. */
 	INTERNAL: 1,
-	/** Bad flags, environment values or a missing script. Nothing was started. */
 	USAGE: 2,
-	/** The grace period ran out; the workers left were killed with SIGKILL. */
 	DEADLINE: 3,
-	/** A second SIGTERM/SIGINT/SIGQUIT arrived during the drain; the workers were killed at once. */
 	SECOND_SIGNAL: 4,
-	/** A worker left the drain without draining (see EXIT_CODE_MEANINGS). */
 	WORKER_LOST: 5,
-	/** The app failed to start (crashed or never listened) several times in a row. */
 	START_FAILED: 6,
-	/**
-	 * Every request was served, but the app's shutdown code failed: an
-	 * `onShutdown` hook or one of its own signal listeners threw, rejected or
-	 * exited the worker non-zero.
-	 */
 	HOOK_FAILED: 7,
-	/** A file of graceful-cluster's own is missing or cut short, or a package it needs is not installed. Nothing was started. */
 	INCOMPLETE_INSTALL: 8,
 } as const;
 
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
 
-/**
- * One line per code, for `--help`. README.md's exit-code table says the same
- * (test/unit/docs.test.ts keeps the two in step).
- */
+/** One line per code, for `--help`; README.md's exit-code table must say the same (test/unit/docs.test.ts). */
 export const EXIT_CODE_MEANINGS: Readonly<Record<keyof typeof ExitCode, string>> = {
 	OK: 'every worker drained and exited on its own (also as PID 1: never 143)',
 	INTERNAL: 'a bug in graceful-cluster; please report it',

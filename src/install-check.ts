@@ -1,26 +1,15 @@
 /**
- * Whether the package's own files are all there, as the build wrote them.
- *
- * The bundle lists its code files with their sizes
- * (`graceful-cluster-files.json`, written by scripts/bundle.js). A partial or
- * truncated copy of the package (part of dist/ copied into an image, a file
- * cut short by a full disk) would otherwise show late: a missing worker chunk
- * as every worker crashing at start, or a chunk that loads only at the drain
- * as a worker throwing then, and cutting its requests. The primary checks
- * every file before its first fork
- * (main.ts), and attach() the worker's own build (worker/index.ts), which may
- * be the app's copy of the package rather than the CLI's.
- *
- * The compiled tree (dist/src/) has no list: nothing to check there.
+ * Whether the package's own files are all there, at the sizes the bundle
+ * listed (scripts/bundle.js). A partial or truncated copy (part of dist/
+ * copied into an image, a file cut short by a full disk) would otherwise show
+ * late: every worker crashing at start, or a chunk that loads only at the
+ * drain throwing then and cutting its requests. The compiled tree (dist/src/)
+ * has no list: nothing to check there.
  */
 import {readFileSync, statSync} from 'node:fs';
 import {fileURLToPath} from 'node:url';
 
-/**
- * What is wrong with the files `list` names (those under `under` only), one
- * phrase each: missing, or not the size the build wrote. Empty when all is well
- * or when there is no list.
- */
+/** What is wrong with the files `list` names under `under`, one phrase each; empty when all is well or there is no list. */
 export function damagedFiles(list: URL, under = ''): string[] {
 	let sizes: Record<string, number>;
 	try {

@@ -1,20 +1,13 @@
 /**
- * JSON lines on stdout, one logger per process, marked with its role so the
- * primary's and the workers' lines can be told apart in one container log:
+ * JSON lines on stdout, one logger per process, marked with its role:
  *
  *     {"level":"info","time":1764600000000,"role":"worker","pid":42,"worker":1,"inflight":3,"msg":"drain started"}
  *
- * The lines are pino's (level names, epoch milliseconds, an `err` field as
- * pino serializes an error), so what reads pino's lines reads ours, pino-pretty
- * included; the writer is our own. We log a few dozen fixed messages at six
- * levels and need nothing else of pino, while pino and the built-ins it loads
- * (worker_threads, vm, assert, module) cost the primary about 30 ms of CPU at
- * its start, beside its workers' start on the same cores (bench/startup.js),
- * and every worker as much at its drain's first line, as the reject phase begins.
- *
- * Every line is written synchronously, whole, with one `write`: the last lines
- * before `process.exit` (the drain summary) are never lost, and a line can never
- * land inside another.
+ * The lines are pino's, so what reads pino's lines reads ours, pino-pretty
+ * included; the writer is our own: pino and the built-ins it loads cost the
+ * primary about 30 ms of CPU at its start (bench/startup.js), and every worker
+ * as much at its drain's first line. Each line is one synchronous `write`: the
+ * last lines before `process.exit` are never lost, and none lands inside another.
  */
 import {writeSync} from 'node:fs';
 
@@ -32,7 +25,6 @@ export interface LogFn {
 
 export type Logger = Readonly<Record<LevelMethod, LogFn>> & {
 	readonly level: LogLevel;
-	/** Whether a line at `level` would be written; false for a name that is not a level. */
 	isLevelEnabled(level: string): boolean;
 };
 
@@ -45,7 +37,6 @@ export interface LoggerOptions {
 	readonly role: 'primary' | 'worker' | 'standalone';
 	readonly level: string;
 	readonly workerId?: number | undefined;
-	/** Where lines go; stdout, synchronously, unless given. */
 	readonly destination?: LineDestination | undefined;
 }
 
@@ -59,17 +50,14 @@ const SLEEP = new Int32Array(new SharedArrayBuffer(4));
 const FULL_PIPE_WAIT_MS = 10;
 
 /**
- * A synchronous writer for a file descriptor. The primary writes its own log
- * lines and the workers' forwarded output (primary/output.ts) through one such
- * writer per stream, so a line can never land inside another that is still
- * being written.
+ * A synchronous writer for a file descriptor, one per stream for the primary's
+ * lines and the workers' forwarded output (primary/output.ts).
  *
  * A descriptor another process set non-blocking (a pipe it shares) answers a
- * full pipe with EAGAIN: the write waits a moment and goes on, so nothing is
- * dropped, and the process waits as a blocking write would. Any other error
- * drops the write, and a reader that has gone (EPIPE) all that follow: a
+ * full pipe with EAGAIN: the write waits a moment and goes on, dropping
+ * nothing. Any other error drops the write, and EPIPE all that follow: a
  * primary that threw here would take its serving workers down with it over a
- * log line (a full disk under a redirected stdout, ENOSPC).
+ * log line (ENOSPC under a redirected stdout).
  */
 export function syncWriter(fd: 1 | 2): LineDestination & {write(data: string | Buffer): unknown} {
 	let readerGone = false;
@@ -138,10 +126,9 @@ function noop(): void {}
 const UNSERIALIZABLE = '"[unable to serialize, circular reference is too complex to analyze]"';
 
 /**
- * A line's fields after its base ones, its `msg`, and the closing brace and
- * newline. As pino: an error given alone is the line's `err`, and its message
- * the line's `msg` when none is given. Never throws: a log call must not take
- * down what it reports on (a hook's error whose `toJSON` throws).
+ * As pino: an error given alone is the line's `err`, and its message the
+ * line's `msg` when none is given. Never throws: a log call must not take down
+ * what it reports on (a hook's error whose `toJSON` throws).
  */
 function lineEnd(first: object | string, givenMsg: string | undefined): string {
 	let fields: object | undefined;
@@ -182,10 +169,8 @@ function lineEnd(first: object | string, givenMsg: string | undefined): string {
 }
 
 /**
- * JSON, even of a value JSON.stringify refuses, as pino writes it then: a
- * circular reference is "[Circular]" (an object met again elsewhere, not
- * inside itself, is written again), a BigInt is its digits, and object keys
- * are sorted. Throws when that fails too (a `toJSON` that throws).
+ * JSON even of what JSON.stringify refuses, as pino writes it then: a circular
+ * reference is "[Circular]", a BigInt its digits, and object keys are sorted.
  */
 function stringify(value: unknown): string | undefined {
 	try {
@@ -264,15 +249,7 @@ function stackWithCauses(error: ErrorLike): string {
 	return text;
 }
 
-/**
- * An error as pino writes its `err` field: `type` (the constructor's name),
- * `message` and `stack` with those of its causes appended, an
- * AggregateError's `aggregateErrors`, and the error's own enumerable
- * properties (`code`, `errno`, `syscall`...), an error among them written the
- * same way, but its `cause` (already in the message) and an error that is
- * being written (a reference to itself) left out. A value that is not an
- * error (a thrown string) is written as it is.
- */
+/** An error as pino writes its `err` field, its causes in `message` and `stack`. */
 function serializeError(value: unknown, writing = new Set<unknown>()): unknown {
 	if (!isErrorLike(value)) {
 		return value;

@@ -26,7 +26,6 @@ export interface EarlySignals {
 export async function main({early, release, guard}: EarlySignals): Promise<never> {
 	let result: ParseResult;
 	try {
-		// yargs only when the quick read leaves it something to do (command-line.ts).
 		const argv = process.argv.slice(2);
 		result = quickParseArgs(argv) ?? (await import('./args.js')).yargsParseArgs(argv);
 	} catch (error) {
@@ -44,9 +43,6 @@ export async function main({early, release, guard}: EarlySignals): Promise<never
 		process.exit(ExitCode.OK);
 	}
 
-	// A partial or truncated copy of the package (part of dist/ copied into an
-	// image) is said here, before the app runs: found later, a missing worker
-	// chunk would crash every worker, or one loaded at the drain cut its requests.
 	const damaged = damagedFiles(FILES_JSON);
 	if (damaged.length > 0) {
 		exitIncomplete(damaged.join('; '));
@@ -57,8 +53,6 @@ export async function main({early, release, guard}: EarlySignals): Promise<never
 	// itself (logger.ts), and making process.stdout would set a pipe there
 	// non-blocking, for every process that shares it.
 	const logFormat = chooseLogFormat(result.logFormat, isatty(1), process.env);
-	// Shared by the logger and every worker's forwarder (output.ts); one line
-	// state for both when they are one file.
 	const line = sharedLine(1, 2);
 	const stdout = new LineOutput(logFormat.format === 'pretty' ? await prettySink(syncWriter(1), logFormat.colorize).catch((error: unknown) => {
 		exitIfNotInstalled(error, 'for pretty logs (--log-format pretty, the default on a terminal)');
@@ -95,9 +89,8 @@ export async function main({early, release, guard}: EarlySignals): Promise<never
 		process.emit(signal, signal);
 	}
 
-	// A signal that came while loading has ended the cluster already (Primary's
-	// onStop), or while the metrics server starts: nothing to serve metrics for,
-	// no worker to start.
+	// A signal that came while loading, or while the metrics server starts, has
+	// ended the cluster already: no worker to start.
 	if (primary.startsWorkers && options.metrics) {
 		try {
 			await primary.serveMetrics(options.metrics);
@@ -137,17 +130,12 @@ export async function main({early, release, guard}: EarlySignals): Promise<never
 	process.exit(await primary.run());
 }
 
-/** Exit code 8, nothing started: the package's own files, or its dependencies, are not all there. */
 function exitIncomplete(what: string): never {
 	process.stderr.write(`graceful-cluster: its installation is incomplete, so nothing was started: ${what}. Reinstall graceful-cluster with its dependencies (npm ci).\n`);
 	process.exit(ExitCode.INCOMPLETE_INSTALL);
 }
 
-/**
- * Exit code 8 if `error` says that a package of ours that loads only when
- * needed (yargs, pino-pretty, prom-client) is not installed: dist/ copied
- * without node_modules.
- */
+/** Exit code 8 if a package loaded only when needed (yargs, pino-pretty, prom-client) is not installed. */
 function exitIfNotInstalled(error: unknown, neededFor: string): void {
 	// `import()` says ERR_MODULE_NOT_FOUND; `require()`, as the bundle (CommonJS) loads yargs and prom-client, MODULE_NOT_FOUND.
 	const {code, message} = (error ?? {}) as Partial<NodeJS.ErrnoException>;

@@ -1,8 +1,7 @@
 /**
  * The app's metrics as they cross the IPC channel: the shape of prom-client's
  * `getMetricsAsJSON()` (what `AggregatorRegistry.aggregate` takes), and its
- * bounds. A worker sends it (worker/metrics.ts), protocol.ts checks it field by
- * field with `isMetricsJson`, the primary aggregates it (primary/app-metrics.ts).
+ * bounds.
  */
 /** One metric as prom-client's `getMetricsAsJSON()` gives it (the fields the aggregation reads). */
 export interface MetricJson {
@@ -55,7 +54,6 @@ export function isMetricsJson(value: unknown): boolean {
 			}
 
 			const {value: number, labels, metricName} = entry as Record<string, unknown>;
-			// JSON (the IPC channel's encoding) turns NaN and ±Infinity into null.
 			if ((typeof number !== 'number' && number !== null) || (labels !== undefined && (typeof labels !== 'object' || labels === null)) || (metricName !== undefined && (typeof metricName !== 'string' || !NAME.test(metricName)))) {
 				return false;
 			}

@@ -1,19 +1,11 @@
 /**
- * The primary's signals are its own. A preload in NODE_OPTIONS (`--require
- * ./tracing.js`, an APM agent's) runs in every Node process started with it:
- * in the primary as well as in each worker, where it is meant for the app.
- * OpenTelemetry's getting-started tracing.js ends with
+ * The primary's signals are its own. A preload in NODE_OPTIONS runs in the
+ * primary too, and OpenTelemetry's getting-started tracing.js ends with
  * `process.on('SIGTERM', () => sdk.shutdown().finally(() => process.exit(0)))`:
- * in the primary, that exit ended the cluster at the signal with code 0, the
- * workers went with it, and every request in flight was cut.
- *
- * So in the primary, a listener on a signal it handles (signals.ts) is set
- * aside unless it is one of ours (`own`): taken off as soon as it is added,
- * and named in a warning once the logger exists (main.ts). In the workers the
- * same listener stays the app's: the bootstrap holds it and runs it after the
- * drain (worker/signal-listeners.ts).
- *
- * Loaded by the shim (cli.ts) before anything else: small, no imports.
+ * in the primary, that would end the cluster at the signal and cut every
+ * request in flight. So there a listener on a signal it handles is taken off as
+ * soon as it is added, unless it is one of ours (`own`). Loaded by the shim
+ * (cli.ts) before anything else: small, no imports.
  */
 
 /** Marks a listener of ours; `Symbol.for`, as the CLI's two bundle files each may hold a copy of this module. */
@@ -22,22 +14,16 @@ const OWN = Symbol.for('graceful-cluster.own-signal-listener');
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Listener = (...args: any[]) => void;
 
-/** `listener`, marked as the primary's own: the guard lets it be. */
 export function own<T extends Listener>(listener: T): T {
 	(listener as unknown as Record<symbol, boolean>)[OWN] = true;
 	return listener;
 }
 
-/** `process.listeners()` for any event, typed once. */
 const listenersOf = (event: string): Listener[] => process.listeners(event as NodeJS.Signals) as Listener[];
 
 const isOwn = (listener: Listener): boolean => (listener as unknown as Record<symbol, boolean | undefined>)[OWN] === true;
 
-/**
- * A listener taken off the primary (`set aside`), or one of ours that another
- * module took off (`process.removeAllListeners('SIGTERM')`), `put back`: its
- * signal and its function's name.
- */
+/** `put back`: one of ours that another module took off (`process.removeAllListeners('SIGTERM')`). */
 export interface SetAside {
 	readonly signal: NodeJS.Signals;
 	readonly listener: string;
@@ -100,7 +86,6 @@ export class SignalGuard {
 		process.on('removeListener', onRemove);
 	}
 
-	/** Takes off a listener of ours, for good. */
 	release(signal: NodeJS.Signals, listener: Listener): void {
 		this.releasing = true;
 		try {
@@ -110,7 +95,6 @@ export class SignalGuard {
 		}
 	}
 
-	/** Hears of each listener set aside: the earlier ones now, later ones as they come. */
 	reportTo(report: (setAside: SetAside) => void): void {
 		this.report = report;
 		for (const setAside of this.pending.splice(0)) {

@@ -1,17 +1,11 @@
 /**
  * `graceful-cluster --version` and `--help` without loading yargs, which costs
- * more than the rest of such a run (issue 21). Only the plain cases are answered
- * here, where the answer is known to be yargs' own, byte for byte:
- *
- * - the flag alone on the command line;
- * - no `GRACEFUL_CLUSTER_*` variable in the environment (yargs reads them as
- *   options, and some make `--help` an error: args.ts);
- * - for `--help`, the text the build wrote with yargs (help.txt,
- *   package-files.ts) at its width and in its language: yargs wraps to the
- *   terminal and translates its headings for the locale.
- *
- * Anything else, or no help.txt (a build by plain `tsc`), goes through args.ts
- * as before. test/unit/print-only.test.ts holds the two to the same text.
+ * more than the rest of such a run (issue 21). Answered here only where the
+ * answer is yargs' own byte for byte: the flag alone, no `GRACEFUL_CLUSTER_*`
+ * variable (yargs reads them as options, and some make `--help` an error), and
+ * for `--help` the width and language help.txt was written at (yargs wraps to
+ * the terminal and translates its headings). Anything else goes through
+ * args.ts; test/unit/print-only.test.ts holds the two to the same text.
  */
 import {readFileSync} from 'node:fs';
 import {HELP_FILE, PACKAGE_JSON} from './package-files.js';
@@ -21,7 +15,6 @@ export const HELP_WIDTH = 110;
 
 export const helpWidth = (): number => Math.min(HELP_WIDTH, process.stdout.columns ?? HELP_WIDTH);
 
-/** graceful-cluster's own version, from the package.json it was installed with. */
 export function ownVersion(): string {
 	try {
 		const {version} = JSON.parse(readFileSync(PACKAGE_JSON, 'utf8')) as {version?: unknown};
@@ -31,12 +24,7 @@ export function ownVersion(): string {
 	}
 }
 
-/**
- * The locale yargs would pick, by its own rule (the first of these variables
- * set, up to a `.` or `:`), gives the English headings help.txt has: an `en`
- * locale (yargs' en.json), or C or POSIX (no file of their own: yargs' English
- * keys stand).
- */
+/** The locale yargs would pick, by its own rule, gives help.txt's English headings (C and POSIX have no file: English stands). */
 export function yargsSpeaksEnglish(env: Record<string, string | undefined>): boolean {
 	const locale = (env['LC_ALL'] || env['LC_MESSAGES'] || env['LANG'] || env['LANGUAGE'] || 'en_US').replace(/[.:].*/, '');
 	return /^en(?:_[A-Za-z]+)?$/.test(locale) || locale === 'C' || locale === 'POSIX';

@@ -1,11 +1,9 @@
 /**
- * Every IPC message graceful-cluster sends, in one place.
- *
- * The app shares the IPC channel with us (`process.send`), so each of our messages
- * sits inside an envelope keyed `gracefulCluster` with a protocol version, the way
- * Node's own cluster module tags its messages `cmd: 'NODE_CLUSTER'`. Anything
- * without the envelope belongs to the app and is left alone. The CLI and the
- * app's copy of the worker helper can be different installs, hence the version.
+ * Every IPC message graceful-cluster sends, in one place. The app shares the
+ * IPC channel with us, so each of our messages sits in an envelope keyed
+ * `gracefulCluster`, the way Node's cluster module tags its own `cmd:
+ * 'NODE_CLUSTER'`; anything without it is the app's. The envelope carries a
+ * version because the CLI and the app's copy of the helper can differ.
  */
 import {isArrivalsReport, MAX_ARRIVAL_PEERS, MAX_ARRIVAL_SECONDS, type ArrivalsReport} from './arrivals-report.js';
 import {TALLY_FIELDS, type Open, type Tally} from './counts.js';
@@ -15,11 +13,8 @@ export const PROTOCOL_VERSION = 1;
 const KEY = 'gracefulCluster';
 
 /**
- * Worker -> primary, after the channel is gone: the exit code of a worker
- * with nothing to drain whose app listener failed once the primary had
- * disconnected it (its basic drain), when the `hook-failed` message could not
- * be sent any more. It would have exited 0; the primary counts a failed hook,
- * not a lost worker. The CLI's own code for that (exit-codes.ts HOOK_FAILED).
+ * Worker -> primary as an exit code: an app listener failed after the worker was
+ * disconnected, when `hook-failed` could no longer be sent. A failed hook, not a lost worker.
  */
 export const UNSENT_HOOK_FAILURE_EXIT = 7;
 
@@ -29,24 +24,13 @@ export interface DrainMessage {
 	readonly servePeriodMs: number;
 	readonly rejectPeriodMs: number;
 	readonly gracePeriodMs: number;
-	/**
-	 * The signal the primary received: the app's own listeners for it run at the
-	 * drain's end (worker/signal-listeners.ts). Absent from an older primary.
-	 */
+	/** The signal the primary received: the app's own listeners for it run at the drain's end (worker/signal-listeners.ts). */
 	readonly signal?: string;
-	/**
-	 * When the primary received the signal, in epoch milliseconds: the worker
-	 * times its arrivals from it (worker/arrivals.ts), not from when it read
-	 * this message, which a busy event loop delays. Absent from an older primary.
-	 */
+	/** Epoch ms: the worker times its arrivals from it, not from when a busy event loop let it read this. */
 	readonly signalAt?: number;
 }
 
-/**
- * Primary -> worker, during a reload (SIGHUP): a replacement is listening, so
- * leave quietly: stop accepting, serve what still arrives on open connections
- * with `Connection: close` (no 503: the other workers are there), then exit.
- */
+/** Primary -> worker: a replacement is listening, so leave quietly, with no 503: the other workers are there. */
 export interface RetireMessage {
 	readonly type: 'retire';
 	/** Keep idle keep-alive connections this long for their next request before closing them. */
@@ -57,12 +41,7 @@ export interface RetireMessage {
 	readonly notReady?: boolean;
 }
 
-/**
- * Worker -> primary: something the operator should hear about once for the
- * whole cluster, not once per worker. `socket.io-polling`: a connection's
- * first request was socket.io's long-polling transport, which needs sticky
- * sessions that node:cluster's round-robin cannot give.
- */
+/** Worker -> primary: for the operator, once for the whole cluster (socket.io's long-polling needs sticky sessions). */
 export interface NoticeMessage {
 	readonly type: 'notice';
 	readonly code: NoticeCode;
@@ -74,56 +53,35 @@ export type NoticeCode = (typeof NOTICE_CODES)[number];
 /** Worker -> primary: the app called `attach()`, so this worker drains itself. */
 export interface AttachedMessage {
 	readonly type: 'attached';
-	/**
-	 * True from a reload's or a recycle's replacement (worker/warmup.ts): it
-	 * takes no connections until its readiness checks pass, and says so with a
-	 * `ready` message; the old worker retires only then. Absent from an older
-	 * helper, and from any other worker: listening is enough.
-	 */
+	/** From a replacement (worker/warmup.ts): it takes no connections until it sends `ready`; the old worker retires only then. */
 	readonly warming?: boolean;
 }
 
-/**
- * Worker -> primary, from a warming replacement: its readiness checks failed.
- * Sent when the failures change, so that the primary can name them if the
- * worker is not ready in time.
- */
+/** Worker -> primary, from a warming replacement, when its failing readiness checks change. */
 export interface NotReadyMessage {
 	readonly type: 'not-ready';
-	/** `name: why`, one per failing check (readiness.ts). */
+	/** `name: why`, one per failing check (worker/readiness.ts). */
 	readonly failures: readonly string[];
 }
 
-/** Worker -> primary, from a warming replacement: every readiness check passed; it takes connections now. */
 export interface ReadyMessage {
 	readonly type: 'ready';
 }
 
-/**
- * Worker -> primary: a drained server listens on `address` (a port, or a unix
- * socket's path); `drained: false`, not any more (`exclude()`). What the worker
- * listens on and no drained server covers is uncounted.
- */
+/** Worker -> primary: a drained server listens on `address` (a port, or a socket's path); `drained: false`, not any more (`exclude()`). */
 export interface CoversMessage {
 	readonly type: 'covers';
 	readonly address: string;
 	readonly drained?: boolean;
 }
 
-/**
- * Worker -> primary: a server listens without node:cluster (`listen({exclusive:
- * true})`), which tells the primary nothing: taken as its `'listening'`.
- */
+/** Worker -> primary: a server listens without node:cluster (`exclusive: true`), which then tells the primary nothing. */
 export interface ListeningApartMessage {
 	readonly type: 'listening-apart';
 	readonly address: string;
 }
 
-/**
- * A drain's tally as a message carries it (counts.ts): `served` and `rejected`
- * in every version; a figure added later is optional, since an older helper
- * leaves it out (the primary keeps its last known value).
- */
+/** `served` and `rejected` in every version; a figure added later is optional (the primary keeps its last known value). */
 export type WireTally = Pick<Tally, FirstTally> & Partial<Omit<Tally, FirstTally>>;
 const FIRST_TALLY = ['served', 'rejected'] as const;
 type FirstTally = (typeof FIRST_TALLY)[number];
@@ -131,38 +89,23 @@ type FirstTally = (typeof FIRST_TALLY)[number];
 /** Worker -> primary, during a drain, throttled: what is open and what was counted so far (counts.ts). */
 export interface InflightMessage extends Open, WireTally {
 	readonly type: 'inflight';
-	/** The app requests that arrived since the signal (worker/arrivals.ts). Absent from an older helper. */
 	readonly arrivals?: ArrivalsReport;
-	/**
-	 * Sent by a worker a reload retired when a drain's signal reaches it: its
-	 * counts (since the retire) at that moment, which the drain counts from
-	 * (primary/drain-counts.ts). Absent otherwise.
-	 */
+	/** From a retired worker when a drain's signal reaches it: its counts then, which the drain counts from. */
 	readonly atSignal?: boolean;
 	/** With `atSignal`: its hooks that had failed by then (a `hook-failed` may still be on its way). */
 	readonly hooksFailed?: number;
-	/** The answer to a `report-now` with this id. Absent otherwise. */
+	/** The answer to a `report-now` with this id. */
 	readonly reportId?: number;
 }
 
-/**
- * Worker -> primary: every request is done; the app's shutdown hooks run next.
- * Sent, and acknowledged, before the first hook runs: a hook that ends with
- * `process.exit()` (close the pool, exit) then leaves a worker the primary
- * knows was done serving, not a lost one.
- */
+/** Worker -> primary: every request is done; acknowledged before the first hook runs, so a hook's `process.exit()` loses nothing. */
 export interface HooksMessage extends WireTally {
 	readonly type: 'hooks';
-	/** The arrivals' figures as the hooks start: a hook's `process.exit()` leaves no later report. Absent from an older helper. */
+	/** The arrivals' figures as the hooks start: a hook's `process.exit()` leaves no later report. */
 	readonly arrivals?: ArrivalsReport;
 }
 
-/**
- * Worker -> primary, during the hooks: one of them (an `onShutdown` function or
- * one of the app's own signal listeners) threw or rejected. Sent, and
- * acknowledged, before the next one runs: a later `process.exit()` cannot
- * lose it.
- */
+/** Worker -> primary: a hook or app signal listener threw or rejected; acknowledged before the next one runs. */
 export interface HookFailedMessage {
 	readonly type: 'hook-failed';
 	readonly hook: string;
@@ -172,11 +115,10 @@ export interface HookFailedMessage {
 export interface DrainedMessage extends WireTally {
 	readonly type: 'drained';
 	readonly durationMs: number;
-	/** Sent by every helper that sends `drained`. */
 	readonly closedLongLived: number;
-	/** Hooks and app signal listeners that threw or rejected (each also told in a `hook-failed` message). Absent from an older helper. */
+	/** Each also told in a `hook-failed` message. */
 	readonly hooksFailed?: number;
-	/** The arrivals' last figures (the last `inflight` report may be older). Absent from an older helper, and after a retire. */
+	/** The arrivals' last figures (the last `inflight` report may be older); absent after a retire. */
 	readonly arrivals?: ArrivalsReport;
 }
 
@@ -186,25 +128,17 @@ export interface DrainSummary extends Tally {
 	readonly hooksFailed: number;
 }
 
-/** How often a worker sends its heartbeat. */
 export const HEARTBEAT_INTERVAL_MS = 1000;
 
 /**
- * How often the loop's delay is sampled. A stall shows, in the first sample
- * after it, within one period of its length (a sample falls due during it);
- * one shorter than a period may read short. The adaptive reject end reads it
- * against half a second (primary/arrivals.ts REPORT_LAG_MS). Ten wake-ups a
- * second: a 20 ms sample cost each idle worker about 3.5 ms of CPU a second
- * more (bench/idle-cpu.js --cli, side by side).
+ * A stall shows within one period of its length, read against half a second
+ * by the adaptive reject end (primary/arrivals.ts REPORT_LAG_MS). A 20 ms
+ * sample cost each idle worker about 3.5 ms of CPU a second more
+ * (bench/idle-cpu.js, side by side with `--cli`).
  */
 export const LOOP_SAMPLE_MS = 100;
 
-/**
- * Worker -> primary, every second, from the worker's main event loop (the
- * bootstrap's timer, with or without `attach()`): a blocked loop stops it, which
- * is how the primary finds a hung worker (a worker thread would keep beating).
- * It also carries what the primary's recycling and metrics read.
- */
+/** Worker -> primary, every second, from the main event loop: a blocked loop stops it (a worker thread would keep beating). */
 export interface HeartbeatMessage {
 	readonly type: 'heartbeat';
 	readonly rssBytes: number;
@@ -217,59 +151,34 @@ export interface HeartbeatMessage {
 	readonly inflight: number;
 }
 
-/**
- * Not an IPC message: the `msg` of the JSON line a worker's stack-capture
- * thread writes to its stderr (worker/watchdog-thread.ts) when the main loop is
- * blocked. The thread cannot use the IPC channel (it belongs to the blocked main
- * thread); the primary finds the line among the worker's last stderr lines.
- */
+/** Not an IPC message: the stack-capture thread writes it to stderr, since the IPC channel belongs to the blocked thread. */
 export const HUNG_STACK_MESSAGE = 'worker event loop blocked: its JavaScript stack';
 
-/**
- * Primary -> worker: a scrape of `/metrics` wants the app's metrics (`attach(server,
- * {metricsRegistry})`). Answered with a `metrics` message carrying the same `id`.
- */
+/** Primary -> worker: a scrape wants the app's metrics; answered with a `metrics` message of the same `id`. */
 export interface MetricsRequestMessage {
 	readonly type: 'metrics-request';
 	readonly id: number;
 }
 
-/**
- * Worker -> primary: the app registry's `getMetricsAsJSON()`, the shape prom-client's
- * `AggregatorRegistry.aggregate` takes (`[]` when the app gave no registry). `id` 0:
- * unasked, the final values of a worker leaving on purpose, sent before `drained`.
- */
+/** Worker -> primary: `getMetricsAsJSON()`. `id` 0: unasked, the final values of a worker leaving on purpose. */
 export interface MetricsMessage {
 	readonly type: 'metrics';
 	readonly id: number;
 	readonly metrics: readonly MetricJson[];
 }
 
-/** The drain or retire instruction: the primary's "leave". */
 export type LeaveMessage = DrainMessage | RetireMessage;
-/**
- * Primary -> a warming replacement (worker/warmup.ts): no other worker serves
- * any more (the old one crashed meanwhile): take connections now, ready or
- * not. Refusing them with nobody else to take them would leave every client
- * waiting while the primary offers each connection again and again.
- */
+/** Primary -> a warming replacement: no other worker serves any more, so take connections now, ready or not. */
 export interface ServeNowMessage {
 	readonly type: 'serve-now';
 }
 
-/**
- * Primary -> worker, with `--adaptive-reject on`: the load balancers have
- * stopped sending (primary/arrivals.ts): end the reject phase now.
- */
+/** Primary -> worker: the load balancers have stopped sending (`--adaptive-reject on`); end the reject phase now. */
 export interface EndRejectMessage {
 	readonly type: 'end-reject';
 }
 
-/**
- * Primary -> worker, with `--adaptive-reject on`: the rule would end the reject
- * phase; the worker answers at once with an `inflight` carrying `reportId`,
- * so that the end is decided on figures complete up to now, not a report old.
- */
+/** Primary -> worker: answered at once with an `inflight` carrying `reportId`, so the adaptive end is decided on figures complete up to now. */
 export interface ReportNowMessage {
 	readonly type: 'report-now';
 	readonly id: number;
@@ -283,7 +192,6 @@ export type Message = ToWorker | ToPrimary;
 /** Every message type, by direction: a type left out of these is a compile error. */
 const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true, 'serve-now': true, 'end-reject': true, 'report-now': true};
 const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, 'not-ready': true, ready: true, notice: true, covers: true, 'listening-apart': true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
-/** What a worker accepts from the primary, and the primary from a worker (`parseMessage`'s `accept`). */
 export const TO_WORKER = Object.keys(TO_WORKER_TYPES) as ReadonlyArray<ToWorker['type']>;
 export const TO_PRIMARY = Object.keys(TO_PRIMARY_TYPES) as ReadonlyArray<ToPrimary['type']>;
 
@@ -298,7 +206,6 @@ export type Parsed<T> =
 
 /** A field's kind; `?`: it may be absent (added later: the other side may be an older copy). */
 type FieldKind = keyof KindTypes;
-/** What each kind holds once checked. */
 interface KindTypes {
 	count: number;
 	text: string;
@@ -338,7 +245,6 @@ const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; rea
 	'signal?': {test: value => value === undefined || (typeof value === 'string' && SIGNAL.test(value)), expected: 'absent or a signal name'},
 };
 
-/** Which fields each message must carry, and of what kind. */
 const OPEN_KINDS: Validator<Open> = {inflight: 'count', upgrades: 'count', streams: 'count'};
 const TALLY_KINDS = Object.fromEntries(TALLY_FIELDS.map(field => [field, (FIRST_TALLY as readonly string[]).includes(field) ? 'count' : 'count?'])) as Validator<WireTally>;
 const FIELDS: {readonly [T in Message['type']]: Validator<Extract<Message, {type: T}>>} = {
@@ -362,11 +268,7 @@ const FIELDS: {readonly [T in Message['type']]: Validator<Extract<Message, {type
 	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count'},
 };
 
-/**
- * Sorts a raw IPC message into ours, foreign (the app's), or ours but malformed.
- * Never throws, whatever the app sends: a primary that crashes on a bad message
- * would drop every request of every worker.
- */
+/** Never throws, whatever the app sends: a primary that crashes on a bad message would drop every request. */
 export function parseMessage<T extends Message>(raw: unknown, accept: ReadonlyArray<T['type']>): Parsed<T> {
 	if (typeof raw !== 'object' || raw === null || !Object.hasOwn(raw, KEY)) {
 		return {kind: 'foreign'};

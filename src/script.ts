@@ -29,7 +29,6 @@ function isDirectory(file: string): boolean {
 
 const ENTRY_FILES = ['server.js', 'server.mjs', 'server.cjs', 'index.js', 'index.mjs', 'index.cjs', 'app.js', 'app.mjs', 'app.cjs', 'main.js'];
 
-/** The entry file a directory most likely has: its package.json's `main`, else a usual name. */
 function entryFileIn(dir: string): string | undefined {
 	try {
 		const main = (JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as {main?: unknown}).main;
@@ -48,11 +47,7 @@ function entryFileIn(dir: string): string | undefined {
 	return ENTRY_FILES.find(name => names.includes(name));
 }
 
-/**
- * The script's absolute path; a UsageError saying what to pass instead when it
- * is not a file. `swallowed`: the better explanation, when there is one, that
- * an option took the real script as its value (args.ts knows the options).
- */
+/** `swallowed`: the better explanation, when there is one, that an option took the real script as its value (args.ts knows the options). */
 export function resolveScript(script: string, cwd: string, swallowed: () => UsageError | undefined): string {
 	const scriptPath = path.resolve(cwd, script);
 	if (isFile(scriptPath)) {

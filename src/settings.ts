@@ -1,12 +1,8 @@
 /**
- * The settings the CLI, the worker helper and standalone mode share, their
- * flags, environment variables and parsers. Kept free of yargs so the worker
- * stays light.
- *
- * Two groups travel differently to a cluster worker: the `WorkerSettings` (how
- * to answer, which probe paths) go in its environment at fork; the `Timeline`
- * goes in the drain message alone (timeline.ts). Standalone mode reads both
- * from the developer's environment.
+ * The settings the CLI, the worker helper and standalone mode share: flags,
+ * environment variables and parsers, free of yargs so the worker stays light.
+ * A cluster worker gets the `WorkerSettings` in its environment at fork, the
+ * `Timeline` in the drain message.
  */
 import {parseDuration} from './duration.js';
 import {UsageError} from './errors.js';
@@ -23,7 +19,8 @@ export interface WorkerSettings {
 	 * Applied to each attached server's `keepAliveTimeout` (`headersTimeout` kept
 	 * above it). Node's 5 s default is shorter than an ALB's 60 s idle timeout,
 	 * which makes the ALB reuse connections Node is closing: 502s in steady state
-	 * (RESEARCH.md fact 6). 0 leaves the server's own value. @default 65000
+	 * (AWS: https://docs.aws.amazon.com/elasticloadbalancing/latest/application/application-load-balancers.html#connection-idle-timeout).
+	 * 0 leaves the server's own value. @default 65000
 	 */
 	readonly keepAliveTimeoutMs: number;
 	/** Each readiness check (attach()'s `readinessChecks`) fails after this long. @default 2000 */
@@ -79,7 +76,6 @@ export function parseDurationSetting(flag: string, text: string): number {
 	return ms;
 }
 
-/** A duration that must be more than 0 (a timeout of 0 would fail every check). */
 export function parsePositiveDuration(flag: string, text: string): number {
 	const ms = parseDurationSetting(flag, text);
 	if (ms === 0) {
@@ -105,11 +101,7 @@ export function parsePath(flag: string, text: string): string {
 	return text;
 }
 
-/**
- * The same path for both probes answers 503 from the first moment of a drain
- * (readiness is checked first), so the liveness probe fails and the orchestrator
- * restarts the process in the middle of its drain.
- */
+/** The same path for both probes answers 503 from the drain's start: the orchestrator would restart the process mid-drain. */
 export function checkProbePaths(settings: Pick<WorkerSettings, 'readinessPath' | 'livenessPath'>): void {
 	const {readinessPath, livenessPath} = settings;
 	if (readinessPath !== '' && readinessPath === livenessPath) {
@@ -136,7 +128,6 @@ function reader(source: SettingSource) {
 	};
 }
 
-/** Parses and checks the worker settings; throws a `UsageError` naming a malformed one. */
 export function readWorkerSettings(source: SettingSource): WorkerSettings {
 	const read = reader(source);
 	const settings: WorkerSettings = {
@@ -150,7 +141,6 @@ export function readWorkerSettings(source: SettingSource): WorkerSettings {
 	return settings;
 }
 
-/** Parses and checks every drain setting, the timeline included: the CLI and standalone mode. */
 export function readSettings(source: SettingSource, name?: (flag: string) => string): DrainSettings {
 	const read = reader(source);
 	const timeline: Timeline = {
@@ -162,10 +152,8 @@ export function readSettings(source: SettingSource, name?: (flag: string) => str
 	return {...timeline, ...readWorkerSettings(source)};
 }
 
-/** Reads the worker settings from `GRACEFUL_CLUSTER_*`; throws a `UsageError` naming a malformed variable. */
 export const workerSettingsFromEnv = (env: Env): WorkerSettings => readWorkerSettings(fromEnv(env));
 
-/** Reads every drain setting, the timeline included (standalone mode). */
 export const settingsFromEnv = (env: Env): DrainSettings => readSettings(fromEnv(env), envName);
 
 /** The environment the primary gives its workers, so both sides agree whatever the source was. */

@@ -1,19 +1,9 @@
 /**
- * The drain timeline, written once. Every side reads it from here: the CLI for
- * its defaults and checks, the primary for its deadline and the drain message,
- * a worker for its phases, standalone mode for all of it.
+ * The drain timeline, written once for the CLI, the primary, the workers and
+ * standalone mode.
  *
  *   signal ──serve──▶ reject ──reject──▶ stop listening … requests finish … ──▶ deadline
  *   t = 0             serve              serve + reject                         grace
- *
- * A cluster worker learns the timeline by one route only: the drain message,
- * which carries what is left of it when the primary sends it (`remaining`).
- *
- * The stretches have one set of names (`TimelinePhase`): a worker's phase
- * machine adds `hooks` and `done` inside `closing`, and `retiring` for a
- * reload (worker/phase.ts); /status and `graceful_cluster_drain_phase` show
- * them as they are. The primary's drain and its worker records have states of
- * their own: where a process is in its life, not where the drain is.
  */
 import {formatDuration} from './duration.js';
 import {UsageError} from './errors.js';
@@ -28,41 +18,28 @@ export interface Timeline {
 }
 
 /**
- * 20 s of rejection inside a 90 s budget: Linkerd's proxy waits 90 s, Kubernetes
- * gives 120 s (RESEARCH.md section 5).
+ * 20 s of rejection inside a 90 s budget: docs/guide.md's ALB + Linkerd
+ * deployment, whose proxy waits 90 s (https://linkerd.io/2/tasks/graceful-shutdown/).
  */
 export const DEFAULT_TIMELINE: Timeline = {servePeriodMs: 0, rejectPeriodMs: 20_000, gracePeriodMs: 90_000};
 
 /**
- * A second stop signal sooner than this after the first is the same event
- * delivered twice: a terminal's Ctrl-C reaches the process group and a wrapper
- * such as npm forwards it again (clusterio/clusterio#217). Measured with npm 11
- * (bench/signal-copies.sh): its copy arrives 0.02-3 ms behind the terminal's, on
- * two cores under four busy loops too; but a loaded primary handles the copy
- * up to 60 ms after the first (CI). A person's second press comes 100 ms or
- * more after the first: that one means "stop now".
+ * Sooner than this, a second stop signal is the same Ctrl-C forwarded again by
+ * a wrapper such as npm (clusterio/clusterio#217): npm 11's copy arrives
+ * 0.02-3 ms behind (`node bench/signals.js --only copies`), a loaded CI
+ * primary handled it up to 60 ms later. A person's second press, 100 ms or
+ * more after the first, means "stop now".
  */
 export const DUPLICATE_SIGNAL_MS = 100;
 
 export const isDuplicateSignal = (firstAt: number, now: number): boolean => now - firstAt < DUPLICATE_SIGNAL_MS;
 
-/**
- * How long a worker that was still starting when the drain reached it is given
- * after its first server listens, for its other servers (an admin or metrics
- * port often listens just after the first) and for the shutdown code its
- * listen callbacks register (lightship's), before it leaves.
- */
+/** Given to a worker still starting at the drain once it listens, for its other servers and the shutdown code its listen callbacks register. */
 export const LISTEN_SETTLE_MS = 1000;
 
-/** When, from the signal, the reject phase ends and listening stops. */
 export const rejectEndsAt = (timeline: Timeline): number => timeline.servePeriodMs + timeline.rejectPeriodMs;
 
-/**
- * A drain's stretches, in order: before the signal, new requests served, new
- * requests refused, listening stopped while requests finish and the app shuts
- * down, the workers left being killed or the drain over. Their index is
- * `graceful_cluster_drain_phase`.
- */
+/** A drain's stretches, in order; their index is `graceful_cluster_drain_phase`. */
 export const TIMELINE_PHASES = ['serving', 'serve', 'reject', 'closing', 'stopping'] as const;
 export type TimelinePhase = (typeof TIMELINE_PHASES)[number];
 
@@ -75,11 +52,7 @@ export function phaseAt(timeline: Timeline, elapsedMs: number, rejectEndMs = rej
 	return elapsedMs < rejectEndMs ? 'reject' : 'closing';
 }
 
-/**
- * What is left of `timeline` `elapsedMs` after the signal: phases already (partly)
- * over are shortened, none goes below 0. A drain that starts late (a worker that
- * attached after the signal, a message that waited) keeps the original moments.
- */
+/** As the drain message carries it: a drain that starts late (a message that waited) keeps the original moments. */
 export function remaining(timeline: Timeline, elapsedMs: number): Timeline {
 	const elapsed = Math.max(0, Math.round(elapsedMs));
 	const serve = Math.max(0, timeline.servePeriodMs - elapsed);
@@ -87,11 +60,7 @@ export function remaining(timeline: Timeline, elapsedMs: number): Timeline {
 	return {servePeriodMs: serve, rejectPeriodMs: rejectEnd - serve, gracePeriodMs: Math.max(0, timeline.gracePeriodMs - elapsed)};
 }
 
-/**
- * Rejects timelines that cannot work: the deadline must leave time after the
- * reject phase. `name` says how the user wrote each setting (a flag for the
- * CLI, a `GRACEFUL_CLUSTER_*` variable in standalone mode).
- */
+/** `name` says how the user wrote each setting: a flag, or a `GRACEFUL_CLUSTER_*` variable in standalone mode. */
 export function checkTimeline(timeline: Timeline, name: (flag: string) => string = flag => `--${flag}`): void {
 	const {servePeriodMs, rejectPeriodMs, gracePeriodMs} = timeline;
 	if (rejectEndsAt(timeline) >= gracePeriodMs) {

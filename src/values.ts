@@ -1,10 +1,8 @@
 /**
- * The values the CLI's options take: each kind's label (what `--help` shows
- * after an option, and how an error names what was expected) and the parsers
- * of the CLI's own options. A parser takes the flag and the text and returns
- * the value, or throws a `UsageError` that names the flag, its variable and
- * what to write instead. The drain settings' parsers stay in settings.ts, which
- * the worker loads too: this file is the CLI's alone.
+ * The values the CLI's options take: each kind's label and the parsers of the
+ * CLI's own options, whose `UsageError` names the flag, its variable and what
+ * to write instead. The drain settings' parsers stay in settings.ts, which the
+ * worker loads too.
  */
 import {formatDuration} from './duration.js';
 import {UsageError} from './errors.js';
@@ -29,10 +27,7 @@ export const VALUE_KINDS = {
 
 export type ValueKind = keyof typeof VALUE_KINDS;
 
-/**
- * `--metrics`: `9091` (every interface), `127.0.0.1:9091`, `[::1]:9091`,
- * `localhost:9091`. A UsageError naming the flag otherwise.
- */
+/** `--metrics`: `9091` (every interface), `127.0.0.1:9091`, `[::1]:9091`, `localhost:9091`. */
 export function parseMetricsAddress(text: string): MetricsAddress {
 	const match = /^(?:(?:\[([0-9a-fA-F:.]+)\]|([\w.-]+)):)?(\d{1,5})$/.exec(text.trim());
 	const port = match ? Number(match[3]) : Number.NaN;
@@ -88,11 +83,7 @@ export function parseSwitch(flag: string, text: string): boolean {
 	return value === 'on';
 }
 
-/**
- * `--worker-timeout`'s least: three heartbeats. A timeout of one or two would
- * kill healthy workers whose beat came a little late (a GC pause, a busy tick;
- * puma#1714).
- */
+/** Three heartbeats: one or two would kill healthy workers whose beat came a little late (a GC pause; puma#1714). */
 export const MIN_WORKER_TIMEOUT_MS = 3 * HEARTBEAT_INTERVAL_MS;
 
 export function parseWorkerTimeout(flag: string, text: string): number {

@@ -1,29 +1,16 @@
 /**
  * The environment the primary hands each worker at fork, both ends in one
- * place: what `workerEnv()` puts in it (primary/index.ts) is what
- * `readWorkerEnv()` reads back (worker/bootstrap.ts, worker/heartbeat.ts).
- *
- *   the worker settings  settings.ts' own variables; read back by `workerSettingsFromEnv`
- *   the log level        GRACEFUL_CLUSTER_LOG_LEVEL
- *   the heartbeat        GRACEFUL_CLUSTER_WORKER_TIMEOUT, GRACEFUL_CLUSTER_HUNG_STACK
- *   which servers        GRACEFUL_CLUSTER_AUTO_ATTACH
- *   a start's bound      GRACEFUL_CLUSTER_LISTEN_TIMEOUT (how long a drain waits for an app still starting)
- *   the worker's role    GRACEFUL_CLUSTER_REPLACEMENT, set for one fork only (`replacementEnv`)
- *   the peers' rates     GRACEFUL_CLUSTER_PEER_RATES (worker/arrivals.ts)
- *
- * Each goes under its option's own variable and in the option's own syntax, so
- * a graceful-cluster CLI the app starts itself reads them as valid options; the
- * two that are no option's (INTERNAL_VARIABLES) it passes over. The
- * timeline is not here: it travels in the drain message alone (timeline.ts).
- * Loaded into every worker before the app's first line: no yargs, no
- * prom-client.
+ * place: `workerEnv()` writes what `readWorkerEnv()` reads back. Each value
+ * goes under its option's own variable in the option's own syntax, so a
+ * graceful-cluster CLI the app starts itself reads them as valid options. The
+ * timeline is not here: it travels in the drain message alone. Loaded into
+ * every worker before the app's first line: no yargs, no prom-client.
  */
 import {parseDuration} from './duration.js';
 import {UsageError} from './errors.js';
 import {isLogLevel, LOG_LEVELS, type LogLevel} from './logger.js';
 import {DEFAULT_LOG_LEVEL, envName, workerSettingsToEnv, type WorkerSettings} from './settings.js';
 
-/** The variables beside the worker settings' own. */
 export const WORKER_ENV = {
 	logLevel: envName('log-level'),
 	workerTimeout: envName('worker-timeout'),
@@ -39,13 +26,8 @@ export const WORKER_ENV = {
 /** The variables that are no option's: the command line passes over them. */
 export const INTERNAL_VARIABLES: ReadonlySet<string> = new Set([WORKER_ENV.replacement, WORKER_ENV.peerRates]);
 
-/**
- * What a replacement is forked with beside `workerEnv()`: it warms up before
- * it takes connections (worker/warmup.ts). Per fork, so not in `workerEnv()`.
- */
 export const replacementEnv: Readonly<Record<string, string>> = {[WORKER_ENV.replacement]: 'on'};
 
-/** What the primary tells its workers: a part of its options (primary/options.ts). */
 export interface WorkerEnvOptions {
 	readonly settings: WorkerSettings;
 	readonly logLevel: string;
@@ -58,12 +40,8 @@ export interface WorkerEnvOptions {
 	readonly metrics?: unknown;
 }
 
-/** The heartbeat's settings (worker/heartbeat.ts). */
 export interface HeartbeatOptions {
-	/**
-	 * The primary's `--worker-timeout`; 0: off. The heartbeat is sent either way:
-	 * recycling and metrics read it too.
-	 */
+	/** 0: off; the heartbeat is sent either way, for recycling and metrics. */
 	readonly workerTimeoutMs: number;
 	/** Start the watchdog thread that captures a blocked loop's stack (about 10 MB RSS). */
 	readonly captureStack: boolean;
@@ -74,13 +52,10 @@ export interface WorkerEnv {
 	/** Unchecked: `logLevelFromEnv` names a bad one, where a user wrote it (standalone mode). */
 	readonly logLevel: string;
 	readonly heartbeat: HeartbeatOptions;
-	/** Every HTTP server the worker listens on is drained, not only those passed to attach(). */
 	readonly autoAttach: boolean;
-	/** `--listen-timeout`: a drain that reaches the worker before it listens waits for that at most this long from its start; 0: not at all. */
+	/** How long a drain that reaches the worker before it listens waits for that, from its start; 0: not at all. */
 	readonly listenTimeoutMs: number;
-	/** Forked to replace a worker (a reload, a recycle): it warms up first. */
 	readonly replacement: boolean;
-	/** Count each peer's requests while serving (worker/arrivals.ts). */
 	readonly peerRates: boolean;
 }
 
@@ -114,11 +89,7 @@ export function readWorkerEnv(env: Record<string, string | undefined>): WorkerEn
 	};
 }
 
-/**
- * `GRACEFUL_CLUSTER_LOG_LEVEL` as the worker helper reads it (the CLI checks
- * its own flag): a value that is not a level is a usage error naming the
- * variable.
- */
+/** `GRACEFUL_CLUSTER_LOG_LEVEL` as the worker helper reads it; the CLI checks its own flag. */
 export function logLevelFromEnv(env: Record<string, string | undefined>): LogLevel {
 	const level = readWorkerEnv(env).logLevel;
 	if (!isLogLevel(level)) {

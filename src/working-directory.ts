@@ -1,14 +1,11 @@
 /**
  * The working directory as the user reached it, through symlinks. `process.cwd()`
- * is the kernel's resolved path: started with `cd /srv/app/current`, it names the
- * release the link pointed to at start, and would keep every later reload on that
- * release after the link is flipped to the next one (issue 18). The shell keeps
- * the path it was given in `PWD`; that is the one workers must start from, and
- * scripts resolve against, so the kernel follows the link anew at each fork.
- *
- * `PWD` is trusted only while it still names the directory we are in: a parent
- * that changed directory without updating it (most non-shell launchers) leaves a
- * stale one. Unicorn and Puma decide the same way.
+ * is the kernel's resolved path: started in `/srv/app/current`, it names the
+ * release the link pointed to at start, and every later reload would stay on it
+ * after the link moved (issue 18). The shell's `PWD` keeps the link, so the
+ * kernel follows it anew at each fork. `PWD` is trusted only while it still
+ * names the directory we are in (most non-shell launchers leave a stale one);
+ * Unicorn and Puma decide the same way.
  */
 import {statSync} from 'node:fs';
 import path from 'node:path';
@@ -24,7 +21,6 @@ export function logicalCwd(pwd: string | undefined = process.env['PWD'], real: s
 	return sameDirectory(logical, real) ? logical : real;
 }
 
-/** Same device and inode: the two paths reach one directory, however. */
 function sameDirectory(a: string, b: string): boolean {
 	try {
 		const first = statSync(a);
@@ -36,10 +32,8 @@ function sameDirectory(a: string, b: string): boolean {
 }
 
 /**
- * The directory to hand node:cluster for the workers: the logical one when it is
- * not the kernel's path, else none, so workers inherit the directory itself
- * rather than a name for it. An inherited directory still works after the deploy
- * tool deleted it (an old release cleaned up); a path to it would fail every
- * fork with ENOENT.
+ * None when the logical directory is the kernel's path, so workers inherit the
+ * directory itself: that still works after the deploy tool deleted it (an old
+ * release cleaned up), where a path to it would fail every fork with ENOENT.
  */
 export const forkCwd = (logical: string, real: string = process.cwd()): string | undefined => logical === real ? undefined : logical;

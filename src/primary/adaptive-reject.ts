@@ -1,10 +1,8 @@
 /**
- * `--adaptive-reject on` during a drain: every ADAPTIVE_CHECK_MS of the reject
- * phase from its floor on, the rule (arrivals.ts `decide`) on the workers'
- * figures. When it says the load balancers have stopped, every worker is asked
- * for its figures as of that moment (`report-now`), and the phase ends only if
- * they say so too: the reports lag a quarter second, a heartbeat up to a
- * second, and an arrival since may not be in them.
+ * `--adaptive-reject on` during a drain: the rule (arrivals.ts `decide`) every
+ * ADAPTIVE_CHECK_MS, and an end only once every worker's figures as of that
+ * moment (`report-now`) agree: the reports lag a quarter second, a heartbeat
+ * up to a second.
  */
 import type {Clock} from '../clock.js';
 import type {Timeline} from '../timeline.js';
@@ -13,7 +11,6 @@ import {decide, REPORT_LAG_MS, STALE_REPORT_MS, type AdaptiveDecision, type Arri
 import type {Fleet} from './fleet.js';
 import {isAttached, uncovered, type WorkerRecord} from './worker-record.js';
 
-/** How often the rule looks during the reject phase. */
 export const ADAPTIVE_CHECK_MS = 250;
 /** Workers that have not answered a `report-now` by then: the rule looks again later. */
 const CONFIRM_WAIT_MS = 500;
@@ -24,7 +21,6 @@ export interface AdaptiveRejectOptions {
 	readonly timeline: Timeline;
 	/** `clock.now()` at the signal. */
 	readonly startedAt: number;
-	/** The workers' figures, merged. */
 	readonly arrivals: () => ArrivalFigures;
 	/** Whether the reject phase is still on (not ended, not killing). */
 	readonly active: (nowMs: number) => boolean;
@@ -97,8 +93,8 @@ export class AdaptiveReject {
 
 	/**
 	 * A worker whose arrivals the rule cannot see: nothing drained, a server it
-	 * does not count (its requests are not counted), no report since the signal yet, or a silent event loop (its
-	 * heartbeat late: it may hold arrivals it has not told).
+	 * does not count, no report since the signal yet, or a late heartbeat (it
+	 * may hold arrivals it has not told).
 	 */
 	private isStale(record: WorkerRecord): boolean {
 		const {state} = record;

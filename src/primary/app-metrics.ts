@@ -1,19 +1,18 @@
 /**
  * The app's metrics across the workers (`attach(server, {metricsRegistry})`),
- * kept the way prom-client's `AggregatorRegistry` cannot (RESEARCH-2 section 3a):
+ * kept the way prom-client's `AggregatorRegistry` cannot: there one slow worker
+ * fails the whole scrape (prometheus/client_js#181) and a worker that exits
+ * takes its counters with it (prometheus/client_js#385).
  *
  * - each worker's last values are kept, so a worker that does not answer a
- *   scrape in time still counts with what it said last (the scrape is partial,
- *   not failed), and one that crashed still counts with its last scrape;
- * - when a worker is gone, its counters and histograms (what only goes up) move
- *   to `departed`, which a scrape adds like one more worker: the cluster's sums
- *   never go down when a worker exits, crashes, is recycled or reloaded. A worker
- *   leaving on purpose sends its final values before it says `drained`, so
- *   nothing it counted is lost; a crash loses what it counted since the last scrape.
+ *   scrape in time still counts with what it said last;
+ * - when a worker is gone, its counters and histograms move to `departed`,
+ *   which a scrape adds like one more worker: the cluster's sums never go
+ *   down. A worker leaving on purpose sends its final values first; a crash
+ *   loses what it counted since the last scrape.
  *
  * Gauges and summaries of a gone worker are dropped (a summary's quantiles do
- * not add up). The aggregation itself is prom-client's (`aggregate`), so each
- * metric's `aggregator` means what it means there.
+ * not add up).
  */
 import type {MetricJson} from '../metrics-json.js';
 
@@ -46,7 +45,6 @@ export function normalise(metrics: readonly MetricJson[]): Metric[] {
 }
 
 export class AppMetrics {
-	/** Each live worker's last values, by worker id. */
 	private readonly latest = new Map<number, Metric[]>();
 	/** The counters and histograms of workers gone, summed, by metric name then value key. */
 	private readonly departed = new Map<string, {metric: Omit<Metric, 'values'>; values: Map<string, Value>}>();
@@ -94,10 +92,7 @@ export class AppMetrics {
 		}
 	}
 
-	/**
-	 * What a scrape aggregates: every live worker's last values, then the gone
-	 * workers' sums as one more entry (last, so a live worker's help and type lead).
-	 */
+	/** The gone workers' sums come last, so a live worker's help and type lead. */
 	snapshot(): Metric[][] {
 		const departed: Metric[] = [...this.departed.values()].map(({metric, values}) => ({...metric, values: [...values.values()].map(value => ({...value}))}));
 		return [...this.latest.values(), ...(departed.length > 0 ? [departed] : [])];

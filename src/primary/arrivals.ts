@@ -1,28 +1,15 @@
 /**
- * The cluster's arrival telemetry during a drain, and the adaptive reject
- * period's rule (`--adaptive-reject on`), from the workers' own counts
- * (worker/arrivals.ts, in their drain reports).
- *
- * Telemetry: app requests that arrived after the signal, summed over the
- * workers by second, and the last one's time and peer. A worker that dies
- * during the drain takes what it had not reported with it: `incomplete`
- * counts such workers.
- *
- * The rule ends the reject phase at the first moment that
+ * The cluster's arrival telemetry during a drain, summed from the workers'
+ * own counts (worker/arrivals.ts), and the adaptive reject period's rule
+ * (`--adaptive-reject on`). It ends the reject phase, never later than
+ * `--reject-period`, at the first moment that
  *   - is at least ADAPTIVE_FLOOR_MS after the reject phase began,
  *   - every peer that sent app requests in the 60 s before the signal, or
- *     since, has been silent for its own quiet window (`peerQuietMs`): the
- *     longest of QUIET_GAPS / λ on its rate (the lower of before and since the
- *     signal, widened by the fall when it tapers) and GAP_MARGIN times its
- *     longest lull before the signal. A peer whose window is longer than the
- *     time left keeps the phase open to its end,
+ *     since, has been silent for its own quiet window (`peerQuietMs`),
  *   - and no app request at all arrived in the last QUIET_ALL_MS,
- * on figures every worker gave when asked at that moment (drain.ts,
- * `report-now`), never later than `--reject-period`. Silence is counted from
- * the peer's last arrival, or from the signal if it sent none since. A worker
- * whose heartbeat is late (STALE_REPORT_MS), or whose last heartbeat says its
- * loop was blocked (a backlog of requests not yet counted), may be hiding
- * arrivals: the rule waits for it.
+ * on figures every worker gave when asked at that moment (`report-now`). A
+ * worker whose heartbeat is late or says its loop was blocked (a backlog not
+ * yet counted) may be hiding arrivals: the rule waits for it.
  */
 import {OTHER_PEERS, type ArrivalsReport, type PeerArrivals} from '../arrivals-report.js';
 import type {Logger} from '../logger.js';
@@ -38,7 +25,7 @@ export const MIN_QUIET_MS = 1000;
 /**
  * ln(100 000): a steady peer is silent this many mean gaps once in 100 000
  * gaps. A peer sends hundreds of gaps during a reject phase: at ln(1000) a
- * slow one ended it early in about one termination of 25 (issue 41's trial).
+ * slow one ended it early in about one termination of 25 (issue 41).
  */
 export const QUIET_GAPS = Math.log(100_000);
 /** A peer whose rate since the signal is this many times lower than before tapers (one address before many senders). */
@@ -52,11 +39,7 @@ export const REPORT_LAG_MS = 500;
 /** A worker that has not reported for this long may be hiding arrivals. */
 export const STALE_REPORT_MS = 1500;
 
-/**
- * One peer, summed over the workers (`mergeArrivals`): the shape of a worker's
- * (arrivals-report.ts), its rates added, its longest lull the shortest of the
- * workers' (each bounds it).
- */
+/** One peer summed over the workers: its rates added, its longest lull the shortest of the workers' (each bounds it). */
 export type PeerFigures = PeerArrivals;
 
 /** The cluster's figures: what `drain finished` and /status show. */
@@ -66,7 +49,7 @@ export interface ArrivalFigures {
 	readonly lastMs: number | null;
 	readonly lastFrom: string | null;
 	readonly peers: PeerFigures[];
-	/** The longest any worker could count before the signal (up to 60 s); undefined: no worker says (an older helper). */
+	/** The longest any worker could count before the signal (up to 60 s). */
 	readonly observedMs?: number;
 }
 
@@ -144,10 +127,9 @@ export function quietWindowMs(ratePerSecond: number): number {
 }
 
 /**
- * A peer's quiet window (see the header): the steady rule's, on its rate since
- * the signal where that is lower than before it, widened by the fall itself
- * when it tapers; and never shorter than its own longest lull before the
- * signal, with a margin.
+ * A peer's quiet window: the steady rule's, on its rate since the signal where
+ * that is lower than before it, widened by the fall itself when it tapers; and
+ * never shorter than its own longest lull before the signal, with a margin.
  */
 export function peerQuietMs({ratePerSecond, count, longestGapMs, recentPerSecond}: PeerFigures, sinceSignalMs: number): number {
 	// A peer new since the signal: its rate since then.
@@ -166,10 +148,7 @@ export interface AdaptiveInput {
 	readonly rejectStartMs: number;
 	/** Workers whose figures may be stale or missing: the rule waits. */
 	readonly staleWorkers: number;
-	/**
-	 * The figures are every worker's answer to a request sent at this moment
-	 * (ms since the signal): complete up to it, with no report lag.
-	 */
+	/** Every worker answered a request sent at this moment: the figures are complete up to it. */
 	readonly freshUntilMs?: number | undefined;
 }
 
@@ -194,8 +173,8 @@ export function decide({figures, nowMs, rejectStartMs, staleWorkers, freshUntilM
 	}
 
 	// A pod that has just started may not have seen a slow peer yet (a 1 req/s
-	// one unseen in its first 3 s lost requests in 1 of 50 terminations): it
-	// waits until it has looked YOUNG_LOOK_MS, before and after the signal together.
+	// one unseen in its first 3 s lost requests in 1 of 50 terminations,
+	// bench/adaptive-shapes.js --only young).
 	if (figures.observedMs !== undefined && figures.observedMs + nowMs < YOUNG_LOOK_MS) {
 		return {end: false, why: 'young', peers};
 	}
@@ -214,7 +193,6 @@ export function decide({figures, nowMs, rejectStartMs, staleWorkers, freshUntilM
 		return {end: false, why: 'too-many-peers', peers};
 	}
 
-	// A peer whose window is longer than the time left keeps the phase open to its end.
 	if (peers.some(peer => peer.silentMs < peer.quietMs)) {
 		return {end: false, why: 'peer', peers};
 	}
@@ -238,12 +216,7 @@ export interface ArrivalSummaryInput {
 	readonly logger: Logger;
 }
 
-/**
- * `drain finished`'s arrival figures: when the last app request arrived and
- * from where, how many arrived in each second up to the reject phase's end,
- * how that end came, and what the operator should make of it (`advice`, with
- * a warning where the load balancer needed longer).
- */
+/** `drain finished`'s arrival figures, and what the operator should make of them (`advice`). */
 export function arrivalSummary({figures, end, timeline, reported, uncounted, logger}: ArrivalSummaryInput): Record<string, unknown> {
 	let advice: string;
 	if (!reported) {

@@ -1,17 +1,13 @@
 /**
  * The basic drain, for workers with nothing to drain (a raw `net` protocol, a
  * queue consumer, `--auto-attach off` without attach()): disconnected at the
- * end of the reject phase (node:cluster closes their servers, which close once
- * their connections end), killed at the deadline. One still starting then is
- * disconnected once it listens (and LISTEN_SETTLE_MS more), within
+ * end of the reject phase (node:cluster then closes their servers), killed at
+ * the deadline. One still starting then is disconnected once it listens, within
  * `--listen-timeout` of its start: node:cluster never lets a disconnected
  * worker listen, and an app that sets up its shutdown once listening would
- * never have one. With `--listen-timeout 0` (workers need not listen: a queue
- * consumer) it is not waited for; one that takes a server meanwhile drains itself.
- *
- * A worker that has never listened when the drain comes, with `--listen-timeout 0`,
- * has nothing to reject: it is disconnected at the signal, and its shutdown
- * (its held signal listeners, worker/bootstrap.ts) starts then, not 20 s later.
+ * never have one. With `--listen-timeout 0`, one that never listened has
+ * nothing to reject and is disconnected at the signal, so its shutdown starts
+ * then.
  */
 import type {Clock, TimerGroup} from '../clock.js';
 import type {Logger} from '../logger.js';
@@ -35,7 +31,6 @@ export class BasicDrain {
 
 	constructor(private readonly options: BasicDrainOptions) {}
 
-	/** The drain's start: with `--listen-timeout 0`, a worker that never listened serves nothing, and is disconnected now. */
 	disconnectServerless(): void {
 		if ((this.options.listenTimeoutMs ?? 0) > 0) {
 			return;
@@ -50,7 +45,6 @@ export class BasicDrain {
 		}
 	}
 
-	/** The reject phase is over: every worker with nothing to drain is disconnected, now or once it listens. */
 	disconnectAll(): void {
 		const {fleet, clock, logger, timers, listenTimeoutMs = 0} = this.options;
 		for (const record of fleet.alive) {

@@ -1,29 +1,24 @@
 /**
- * What the workers of one drain counted after its signal (`drain finished`'s
- * figures). A worker a reload (or a recycle) had retired counts from its
- * retire: the drain takes its counts at the signal (the primary's last copy
- * first; the worker's own of that moment when its `inflight` with `atSignal`
- * comes) and adds only what came after.
+ * What the workers of one drain counted after its signal. A worker a reload or
+ * a recycle had retired counts from its retire, so the drain takes its counts
+ * at the signal and adds only what came after.
  */
 import {TALLY_FIELDS, tallyOf, type Tally, type TallyField} from '../counts.js';
 import type {InflightMessage} from '../protocol.js';
 import {hookFailures, lastLive, type WorkerRecord} from './worker-record.js';
 
-/** A worker in one of these when the signal came (or killed in one) had left for a reload or a recycle: its counts began at its retire. */
+/** A worker in one of these when the signal came (or killed in one) had retired: its counts began then. */
 const RETIRED_STATES: ReadonlySet<WorkerRecord['state']['name']> = new Set(['retiring', 'hooks', 'drained']);
 
-/** A retiree's tally and failed hooks when the signal came. */
 interface AtSignal {
 	readonly tally: Tally;
 	readonly hooksFailed: number;
 }
 
 /**
- * What a worker counted after the signal: all of it, or for a retiree, what
- * came after `before`. Never below 0: a server the app took off (`detach()`)
- * takes its counts with it. A long-lived connection the retire closed and the
- * drain had to cut counts as closed by the drain too (`longLivedCut` is of
- * `closedLongLived`).
+ * Never below 0: a server the app took off (`detach()`) takes its counts with
+ * it. A long-lived connection the drain had to cut counts as closed by the
+ * drain too (`longLivedCut` is of `closedLongLived`).
  */
 function sinceSignal(now: Tally, before: Tally | undefined): Tally {
 	if (before === undefined) {
@@ -47,11 +42,7 @@ export class CountsSinceSignal {
 		}
 	}
 
-	/**
-	 * A retiree's counts when the signal reached it: exact where the primary's
-	 * last copy was older (a response since its last report, a hook's failure
-	 * still on its way).
-	 */
+	/** A retiree's own counts when the signal reached it: the primary's last copy may be older. */
 	onReport(record: WorkerRecord, report: InflightMessage): void {
 		const before = this.before.get(record);
 		if (before !== undefined && report.atSignal === true) {
@@ -59,12 +50,10 @@ export class CountsSinceSignal {
 		}
 	}
 
-	/** `field` summed over the workers, each from its signal on. */
 	sum(field: TallyField): number {
 		return this.workers.reduce((total, record) => total + sinceSignal(tallyOf(record.report), this.before.get(record)?.tally)[field], 0);
 	}
 
-	/** The workers' failed hooks and listeners since the signal. */
 	get hooksFailed(): number {
 		return this.workers.reduce((sum, record) => sum + hookFailures(record) - (this.before.get(record)?.hooksFailed ?? 0), 0);
 	}

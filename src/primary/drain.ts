@@ -5,9 +5,9 @@
  *                 │ ──deadline──────▶ killing (by deadline) ──gone/net────▶ finished (3)
  *                 │ ──second signal─▶ killing (by second-signal) ─────────▶ finished (4)
  *
- * It arms the deadline first, tells every worker (the drain message carries
- * what is left of the timeline), disconnects the workers with nothing to drain
- * when the reject phase ends (basic-drain.ts), and settles the exit code (outcome.ts).
+ * It arms the deadline first, tells every worker, disconnects the workers with
+ * nothing to drain when the reject phase ends (basic-drain.ts), and settles the
+ * exit code (outcome.ts).
  */
 import {TimerGroup, type Clock} from '../clock.js';
 import {sumOpen} from '../counts.js';
@@ -46,9 +46,8 @@ export interface ClusterDrainOptions {
 	readonly logger: Logger;
 	/** Called once, with the exit code, when every worker is gone or we stopped waiting. */
 	readonly onFinished: (code: ExitCode) => void;
-	/** `--adaptive-reject on`: end the reject phase once the load balancers have stopped (arrivals.ts). */
 	readonly adaptiveReject?: boolean;
-	/** `--listen-timeout`: how long a worker still starting at the reject phase's end is waited for before its basic drain; 0, not at all. */
+	/** `--listen-timeout`, for the basic drain (basic-drain.ts). */
 	readonly listenTimeoutMs?: number;
 }
 
@@ -63,23 +62,19 @@ export class ClusterDrain {
 	readonly startedAt: number;
 	/** The workers alive when the signal came: the ones this drain answers for. */
 	readonly workers: readonly WorkerRecord[];
-	/** What they counted after the signal (drain-counts.ts). */
 	private readonly counts: CountsSinceSignal;
 	private lifecycle: DrainState = {name: 'draining'};
 	private lastProgress: {readonly key: string; readonly at: number} | undefined;
 	private readonly timers: TimerGroup;
-	/** Set once the reject phase is over; undefined while it runs. */
 	private rejectEnd: RejectEnd | undefined;
 	/** When `start()`'s own work was done: a signal handled right after it came during it. */
 	private startWorkDoneAt: number | undefined;
 	private readonly adaptive: AdaptiveReject;
-	/** Workers with nothing to drain get the basic drain (basic-drain.ts). */
 	private readonly basic: BasicDrain;
 
-	/** Connections node:cluster stranded during the drain, which the primary answered itself (handoffs.ts). */
+	/** Connections node:cluster stranded during the drain, which the primary answered itself. */
 	private stranded = 0;
 
-	/** When the signal came, in epoch ms: the workers time their arrivals from it (worker/arrivals.ts). */
 	private readonly signalAt = Date.now();
 
 	constructor(private readonly options: ClusterDrainOptions, readonly signal: NodeJS.Signals) {
@@ -99,7 +94,6 @@ export class ClusterDrain {
 		});
 	}
 
-	/** Begins the drain; may finish it at once (no workers). */
 	start(): void {
 		const {fleet, logger, timeline} = this.options;
 		const {signal} = this;
@@ -135,22 +129,19 @@ export class ClusterDrain {
 		this.check();
 	}
 
-	/** The app requests that arrived since the signal, over every worker of this drain (arrivals.ts). */
 	get arrivals(): ArrivalFigures {
 		return mergeArrivals(this.workers.map(record => record.report?.arrivals));
 	}
 
-	/** node:cluster stranded a connection, which the primary answers itself (primary/stranded.ts): `drain finished` counts it. */
 	onStranded(): void {
 		this.stranded++;
 	}
 
-	/** How the reject phase ended; undefined while it runs. */
 	get rejectEnded(): RejectEnd | undefined {
 		return this.rejectEnd;
 	}
 
-	/** When the reject phase ends, in ms after the signal: an adaptive end once it came, else the period's. */
+	/** In ms after the signal: an adaptive end once it came, else the period's. */
 	get rejectEndMs(): number {
 		return this.rejectEnd?.atMs ?? rejectEndsAt(this.options.timeline);
 	}
@@ -160,7 +151,6 @@ export class ClusterDrain {
 		return this.lifecycle.name === 'draining' ? phaseAt(this.options.timeline, this.options.clock.now() - this.startedAt, this.rejectEndMs) : 'stopping';
 	}
 
-	/** The drain message as it stands now: phases already (partly) over are shortened. */
 	message(): DrainMessage {
 		return {type: 'drain', ...remaining(this.options.timeline, this.options.clock.now() - this.startedAt), signal: this.signal, signalAt: this.signalAt};
 	}
@@ -173,7 +163,6 @@ export class ClusterDrain {
 		return this.lifecycle;
 	}
 
-	/** Why the workers left were killed (the deadline or a second signal), if they were. */
 	get forcedBy(): ForcedBy | undefined {
 		const state = this.lifecycle;
 		switch (state.name) {
@@ -196,14 +185,12 @@ export class ClusterDrain {
 		}
 	}
 
-	/** How long it took, once finished. */
 	get durationMs(): number | undefined {
 		return this.lifecycle.name === 'finished' ? this.lifecycle.durationMs : undefined;
 	}
 
 	/** Another stop signal: the same one delivered twice, or the user insisting. */
 	onSignal(signal: NodeJS.Signals): void {
-		// Already killing, or over.
 		if (this.lifecycle.name !== 'draining') {
 			return;
 		}
@@ -233,7 +220,6 @@ export class ClusterDrain {
 			lastArrivalMs: lastMs,
 			lastArrivalFrom: lastFrom,
 			arrivals: total,
-			// Which peers were waited for, and for how long.
 			peers: decision.peers.map(({peer, quietMs, silentMs}) => ({peer, quietMs, silentMs})),
 		}, 'reject phase ended early: the load balancers have stopped sending');
 		for (const record of fleet.alive) {
@@ -268,8 +254,6 @@ export class ClusterDrain {
 
 		// Long-lived connections apart: they never hold the drain.
 		const {inflight, upgrades, streams} = sumOpen(alive.map(record => record.report));
-		// Only when the counts changed, or every PROGRESS_REPEAT_MS: an idle reject
-		// phase of 20 s is not 20 identical lines.
 		const key = JSON.stringify([workers, upgrades, streams]);
 		const now = this.options.clock.now();
 		if (this.lastProgress && this.lastProgress.key === key && now - this.lastProgress.at < PROGRESS_REPEAT_MS) {
@@ -304,7 +288,6 @@ export class ClusterDrain {
 		}
 	};
 
-	/** Every worker is gone, or we stopped waiting. */
 	private finish(): void {
 		if (this.lifecycle.name === 'finished') {
 			return;
@@ -320,13 +303,11 @@ export class ClusterDrain {
 		this.options.fleet.off('gone', this.check);
 		this.options.fleet.off('message', this.onMessage);
 		this.options.fleet.off('listening', this.basic.onListening);
-		// The servers no drain took (a raw protocol, one left out): nothing counted
-		// their requests. Where no worker counted any, the figures are not 0 but unknown.
+		// Where no worker counted any requests, the figures are not 0 but unknown.
 		const uncounted = [...new Set(this.workers.flatMap(record => uncovered(record)))];
 		const nothingCounted = uncounted.length > 0 && !this.workers.some(counted);
-		// Requests the kill or the lost worker cut short are known from the last
-		// counts, but not where nothing counted them: a lost worker that never
-		// reported, an uncounted server, a retiree with nothing to drain.
+		// Requests cut short are known from the last counts, but not where nothing
+		// counted them (a lost worker that never reported, an uncounted server).
 		const cutKnown = uncounted.length === 0 && !lost.some(record => knownInflight(record) === undefined) && !this.workers.some(record => !isAttached(record.state) && placeOf(record.state).name === 'retiring');
 		logDrainFinished(this.options.logger, {
 			signal: this.signal,

@@ -3,8 +3,7 @@
  * and time. The primary, the fleet and the drain take these as parameters, so
  * unit tests replace them with fakes (a fake clock, fake workers that are
  * EventEmitters) and run the drain, the reload and the restart backoff exactly,
- * without processes or sleeps. The exit itself stays with the CLI: the primary
- * resolves `run()` with the code.
+ * without processes or sleeps.
  */
 import cluster, {type Address, type Worker} from 'node:cluster';
 import type {EventEmitter} from 'node:events';
@@ -17,7 +16,6 @@ import {HandoffWatch, type RawHandle} from './handoffs.js';
 export interface WorkerHandle extends Pick<EventEmitter, 'on' | 'once' | 'off'> {
 	readonly id: number;
 	readonly pid: number;
-	/** Piped (`silent: true`), so the primary forwards whole lines. */
 	readonly stdout: Readable | null;
 	readonly stderr: Readable | null;
 	send(message: unknown, callback: (error: Error | null) => void): void;
@@ -27,7 +25,6 @@ export interface WorkerHandle extends Pick<EventEmitter, 'on' | 'once' | 'off'> 
 	kill(signal: NodeJS.Signals): void;
 }
 
-/** The events a `WorkerHandle` emits, as node:cluster's Worker does. */
 export interface WorkerHandleEvents {
 	listening: (address: Address) => void;
 	message: (raw: unknown) => void;

@@ -1,9 +1,7 @@
 /**
  * The fleet's plumbing: forking workers, their IPC, their output, killing and
- * disconnecting them, and following each through its lifecycle
- * (worker-record.ts). It decides nothing: restarts and give-up are the
- * supervisor's (supervisor.ts), drains and reloads the primary's. They listen
- * to its events:
+ * disconnecting them, and following each through its lifecycle. It decides
+ * nothing; the supervisor and the primary listen to its events:
  *
  *   forked    a worker was started
  *   listening it listens (the first time)
@@ -47,16 +45,9 @@ export interface FleetEvents {
 }
 
 const MAX_INVALID_LOGS = 5;
-/**
- * After a worker's exit, how long to wait for its channel to close before
- * counting it gone anyway. The channel closes with the process, so this only
- * guards against a platform that never says so.
- */
+/** After a worker's exit, how long to wait for its channel to close: only a net under a platform that never says so. */
 const CHANNEL_CLOSE_WAIT_MS = 1000;
-/**
- * How long after a worker starts listening we look for addresses no attached
- * server covers: long enough for its `covers` reports to arrive.
- */
+/** Long enough for a listening worker's `covers` reports to arrive. */
 const COVERAGE_CHECK_MS = 1000;
 
 /** How an address reads in the log: `host:port`, or a unix socket's path. */
@@ -72,7 +63,6 @@ export function formatAddress(address: Address): string {
 export class Fleet extends EventEmitter<FleetEvents> {
 	private readonly records = new Map<number, WorkerRecord>();
 	private readonly clock: Clock;
-	/** Timers of the fleet's own (coverage checks): cleared by `close()`. */
 	private readonly timers: TimerGroup;
 	private invalidLogs = 0;
 	/** Uncovered addresses already warned about: once per address, not once per restart. */
@@ -80,7 +70,6 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	/** Workers' output streams not yet ended: their last lines may still be in the pipes. */
 	private readonly pendingOutput = new Set<Promise<void>>();
 
-	/** What each of our messages does to the worker's record (worker-messages.ts). */
 	private readonly handlers = messageHandlers({
 		now: () => this.clock.now(),
 		listened: (record, where) => {
@@ -101,7 +90,6 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	fork(slot: number, role: Role = 'member', startReason: StartReason = 'initial'): WorkerRecord {
-		// A replacement warms up before it takes connections (worker/warmup.ts).
 		const handle = this.edges.cluster.fork(role === 'candidate' ? {...this.options.env, ...replacementEnv} : this.options.env);
 		const record: WorkerRecord = {
 			id: handle.id,
@@ -152,11 +140,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		record.handle.kill('SIGKILL');
 	}
 
-	/**
-	 * Closes the worker's channel: in a worker, node:cluster then closes its
-	 * servers, and the process exits once their connections end. The basic drain
-	 * of a worker whose app never attached.
-	 */
+	/** node:cluster in the worker then closes its servers, and the process exits once their connections end. */
 	disconnect(record: WorkerRecord): void {
 		if (record.handle.isConnected()) {
 			record.handle.disconnect();
@@ -171,11 +155,9 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	/**
-	 * Replaced by a reload: a worker with a drained server leaves on its own
-	 * after the linger; one with nothing to drain stops listening at once (its
-	 * bootstrap) and is disconnected after the same linger, its connections
-	 * left their moment. One that never listened (a failed start) has nothing
-	 * to linger for.
+	 * A worker with a drained server leaves on its own after the linger; one
+	 * with nothing to drain stops listening at once and is disconnected after
+	 * the same linger. One that never listened has nothing to linger for.
 	 */
 	retire(record: WorkerRecord, lingerMs: number, reason: RetireReason = 'reload', by?: NodeJS.Signals): void {
 		const {state} = record;
@@ -208,9 +190,8 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	/**
-	 * Resolves true once the worker runs: its first heartbeat, a second in, says
-	 * its app has loaded and its event loop turns; false if it is gone first.
-	 * What readiness is for a worker that serves nothing (`--listen-timeout 0`).
+	 * Readiness for a worker that serves nothing (`--listen-timeout 0`): its
+	 * first heartbeat says its app has loaded and its event loop turns.
 	 */
 	async running(record: WorkerRecord): Promise<boolean> {
 		while (record.health === undefined && isPlaced(record.state)) {
@@ -221,11 +202,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		return record.health !== undefined && isPlaced(record.state);
 	}
 
-	/**
-	 * Resolves true once a replacement may take over: it listens on every one of
-	 * `addresses` (the old worker's) and, if it warms up, its readiness checks
-	 * passed; false if it stops running first (gone, killed, drained).
-	 */
+	/** True once a replacement listens on every one of the old worker's `addresses` and is warm; false if it stops first. */
 	async ready(record: WorkerRecord, addresses: readonly string[]): Promise<boolean> {
 		for (;;) {
 			const {state} = record;
@@ -248,9 +225,9 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	}
 
 	/**
-	 * Resolves once every worker's stdout and stderr have ended, so the lines a
-	 * worker wrote just before it exited reach the log before the primary exits;
-	 * or after `timeoutMs`, in case a process the app started still holds a pipe.
+	 * Once every worker's output has ended, so its last lines reach the log
+	 * before the primary exits; or after `timeoutMs`, in case a process the app
+	 * started still holds a pipe.
 	 */
 	async outputFlushed(timeoutMs: number): Promise<void> {
 		await withTimeout(Promise.all(this.pendingOutput), timeoutMs, () => [], this.clock);
@@ -308,7 +285,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 		});
 	}
 
-	/** The worker listens on `where`: node:cluster's 'listening', or the worker's word for a server node:cluster does not see (`listening-apart`). */
+	/** node:cluster's 'listening', or the worker's `listening-apart`. */
 	private listened(record: WorkerRecord, where: string): void {
 		const {state} = record;
 		if (state.name !== 'starting' && state.name !== 'listening') {

@@ -1,34 +1,20 @@
 /**
- * Connections node:cluster's round-robin strands in the primary: found, and
+ * Connections node:cluster's round-robin strands in the primary, found and
  * handed to `onStranded` (stranded.ts answers them).
  *
- * In round-robin mode (node:cluster's default, but on Windows) the primary
- * accepts each connection and hands it to a worker over IPC ('newconn'); the
- * worker answers whether it took it. A worker whose server has just closed
- * refuses it, and node:cluster queues it for another worker on that port. If
- * that worker was the last one on the port, node:cluster has already closed
- * the port and dropped its queue: the connection waits there, its request
- * unread, until the primary exits (nodejs/node#21746, open since Node 10). A
- * drain's reject phase ends just so: every worker closes its servers while a
- * load balancer may still be sending. A connection handed to a worker that
- * exits before it answers is held the same way, by the primary's copy of it.
+ * In round-robin mode the primary accepts each connection and hands it to a
+ * worker over IPC ('newconn'). A worker whose server has just closed refuses
+ * it, and node:cluster queues it for another worker on that port; if none is
+ * left, it waits there unread until the primary exits (nodejs/node#21746). A
+ * drain's reject phase ends just so. A connection handed to a worker that
+ * exits before it answers is held the same way, and the last worker to leave
+ * a port takes node:cluster's queue with it: connections accepted and not yet
+ * handed out, which node:cluster closes unread, a reset to each client.
  *
  * node:cluster has no way to look at its queues, so this follows its messages
- * from outside: what it sends each worker (through the worker's
- * `process.send`), and the answers and closes that come back
- * ('internalMessage', heard just before node:cluster's own listener; a refusal
- * is looked at once node:cluster has acted on it). From those it knows which workers listen on each port (node:cluster's
- * `key`) exactly as node:cluster counts them. A refused connection whose port
- * has no worker left, or one handed to a worker that exited without
- * answering, is stranded. The messages are node:cluster's own (`cmd:
- * 'NODE_CLUSTER'`), unchanged in shape since Node 0.12; anything else passes by.
- *
- * The last worker to leave a port also takes node:cluster's queue with it:
- * the connections accepted and not yet handed to a worker (26 of them, in a
- * drain under a client opening connections as fast as it can), which
- * node:cluster closes unread, a reset to each client. Just before node:cluster
- * hears that its last worker leaves (a listener put ahead of its own),
- * `takeQueued` takes them out of that queue, and they are stranded too.
+ * (`cmd: 'NODE_CLUSTER'`, unchanged in shape since Node 0.12) from outside,
+ * just ahead of its own listeners, and knows which workers listen on each
+ * port exactly as node:cluster counts them.
  */
 import type {Worker} from 'node:cluster';
 
@@ -46,7 +32,6 @@ interface ClusterMessage {
 	readonly sockname?: {readonly address?: unknown; readonly family?: unknown; readonly port?: unknown};
 }
 
-/** A port node:cluster hands out: the workers it hands its connections to, and the address it is bound to. */
 interface Port {
 	readonly workers: Set<number>;
 	readonly bound: {readonly address?: unknown; readonly family?: unknown; readonly port?: unknown} | undefined;
@@ -63,11 +48,10 @@ type Send = (message: unknown, handle?: unknown, ...rest: unknown[]) => boolean;
 const isClusterMessage = (message: unknown): message is ClusterMessage => typeof message === 'object' && message !== null && (message as ClusterMessage).cmd === 'NODE_CLUSTER';
 
 export class HandoffWatch {
-	/** Per port (node:cluster's key, which names the address asked for), the workers node:cluster hands its connections to. */
+	/** By node:cluster's key, which names the address asked for. */
 	private readonly ports = new Map<string, Port>();
 	/** Connections sent to a worker and not answered yet, by the message's `seq`: one per worker at most. */
 	private readonly unanswered = new Map<number, Handoff>();
-	/** Connections given to `onStranded` already. */
 	private readonly stranded = new WeakSet<RawHandle>();
 
 	constructor(private readonly onStranded: (handle: RawHandle) => void) {}
@@ -77,7 +61,6 @@ export class HandoffWatch {
 		const child = worker.process;
 		const {id} = worker;
 		const send = child.send as Send;
-		// Per connection: a property check and a Map entry here, and its answer's below.
 		const watched: Send = (message, handle, ...rest) => {
 			if (isClusterMessage(message)) {
 				this.sent(id, message, handle);
@@ -94,11 +77,9 @@ export class HandoffWatch {
 			}
 		});
 		// node:cluster takes the worker off every port on its 'disconnect', or
-		// on its 'exit' if the channel has closed by then (an 'exit' first, the
-		// worker stays until its 'disconnect'). Ahead of node:cluster's own
-		// listener: its last ports' queues are taken before node:cluster closes
-		// them, and what it was handed and never answered is stranded before
-		// the fleet hears that it is gone (a drain counts it and waits for its answer).
+		// on its 'exit' if the channel has closed by then. Ahead of its listener,
+		// so that what the worker was handed and never answered is stranded
+		// before the fleet hears that it is gone.
 		const leave = (): void => {
 			if (child.connected) {
 				return;
@@ -114,11 +95,7 @@ export class HandoffWatch {
 		child.prependListener('exit', leave);
 	}
 
-	/**
-	 * node:cluster is about to take the worker off every port (the primary's
-	 * `worker.disconnect()`, the worker's 'disconnect' or 'exit'): the queues of
-	 * the ports it was the last on are taken first.
-	 */
+	/** Before node:cluster takes the worker off every port: the queues of the ports it was the last on are taken first. */
 	leave(workerId: number): void {
 		for (const key of [...this.ports.keys()]) {
 			this.leaving(workerId, key);
@@ -126,7 +103,7 @@ export class HandoffWatch {
 		}
 	}
 
-	/** The worker is about to leave the port; if it is the last, node:cluster will close the port's queue: take it first. */
+	/** If the worker is the last on the port, node:cluster will close the port's queue: take it first. */
 	private leaving(workerId: number, key: string): void {
 		const port = this.ports.get(key);
 		if (port?.workers.size === 1 && port.workers.has(workerId)) {
@@ -176,7 +153,6 @@ export class HandoffWatch {
 		}
 	}
 
-	/** A message from the worker, heard before node:cluster acts on it. */
 	private received(workerId: number, message: ClusterMessage): void {
 		const {act, key, ack} = message;
 		if (act === 'close' && typeof key === 'string') {
@@ -203,10 +179,7 @@ export class HandoffWatch {
 		}
 	}
 
-	/**
-	 * A refusal node:cluster has acted on. Not sent on to another worker, and no
-	 * worker left on its port: queued where nothing will take it.
-	 */
+	/** Not sent on to another worker, and no worker left on its port: queued where nothing will take it. */
 	private refused(handoff: Handoff): void {
 		const {handle} = handoff;
 		if (this.ports.has(handoff.key) || [...this.unanswered.values()].some(each => each.handle === handle)) {
@@ -216,7 +189,7 @@ export class HandoffWatch {
 		this.strand(handle);
 	}
 
-	/** A worker exited and its channel closed: what was handed to it and not answered never will be, and the primary's copy holds it open. */
+	/** What was handed to an exited worker and not answered never will be, and the primary's copy holds it open. */
 	private exited(workerId: number): void {
 		for (const [seq, handoff] of this.unanswered) {
 			if (handoff.worker === workerId) {
@@ -228,15 +201,12 @@ export class HandoffWatch {
 }
 
 /**
- * node:cluster's queue on a port, as it stands (`bound`: the address the port
- * is bound to, from node:cluster's answer to `listen()`; `others`: those of the
- * ports still served, whose queues are left alone). A queue is a ring of
- * internal/linkedlist (`_idleNext`/`_idlePrev` on each handle), reached
- * through its handles: `process._getActiveHandles()` lists the primary's, and a
- * handle in a queue is the only kind linked so. Each handle taken is unlinked
- * and the ring left empty, so node:cluster closes nothing of it. Unix socket
- * ports, and a Node whose internals differ, give none: node:cluster then
- * closes them as before.
+ * node:cluster's queue on the port bound to `bound` (`others`: the ports still
+ * served, left alone). A queue is a ring of internal/linkedlist
+ * (`_idleNext`/`_idlePrev`), reached through its handles in
+ * `process._getActiveHandles()`; each handle taken is unlinked and the ring
+ * left empty, so node:cluster closes nothing of it. Unix socket ports, and a
+ * Node whose internals differ, give none.
  */
 export function takeQueued(bound: Port['bound'], others: ReadonlyArray<Port['bound']> = []): RawHandle[] {
 	const active = (process as unknown as {_getActiveHandles?: () => unknown[]})._getActiveHandles;

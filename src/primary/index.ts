@@ -9,22 +9,8 @@
  *   running | reloading --the app cannot start--> stopping --every worker gone / KILL_WAIT_MS--> stopped
  *                                                 (a reload is aborted)
  *
- * `stopped` keeps the drain, if there was one, for /status; it waits for the
- * workers' last output, then `run()` resolves. /status and the logs name it
- * `stopping` too: to them the cluster is on its way out either way.
- *
- *   signals.ts     what each signal means
- *   fleet.ts       forking, IPC, output, kill/disconnect (plumbing)
- *   supervisor.ts  restarts with backoff, give-up (policy while running)
- *   reload.ts      replacing a worker new-first (Replacer); the reload: one slot at a time, abortable
- *   watchdog.ts    hung workers: a silent heartbeat -> SIGKILL, restarted by the supervisor
- *   recycle.ts     replacing workers by memory or requests served, through the Replacer
- *   drain.ts       deadline, the drain message, `drain finished` (drain-counts.ts, basic-drain.ts, outcome.ts)
- *   stranded.ts    connections node:cluster accepted with no worker to take them
- *   notices.ts     what a worker asks to tell the operator, once
- *   options.ts     what the primary is started with, and each option's default
- *
- * The exit itself is the CLI's: `run()` resolves with the code.
+ * `stopped` keeps the drain for /status, which names it `stopping` too; `run()`
+ * resolves with the exit code once the workers' last output is in.
  */
 import {TimerGroup} from '../clock.js';
 import {formatDuration} from '../duration.js';
@@ -67,10 +53,7 @@ type PrimaryState =
 /** The state as /status and the logs name it (see the header). */
 const shownName = (state: PrimaryState): ClusterState => state.name === 'stopped' ? 'stopping' : state.name === 'created' ? 'running' : state.name;
 
-/**
- * How long a worker retired by a reload keeps its idle keep-alive connections
- * for their next request (answered with `Connection: close`) before closing them.
- */
+/** How long a retired worker keeps its idle keep-alive connections for their next request. */
 export const RETIRE_LINGER_MS = 1000;
 /** How long to wait, once every worker has exited, for the rest of their output. */
 const OUTPUT_FLUSH_MS = 1000;
@@ -83,10 +66,7 @@ export class Primary {
 	private readonly watchdog: Watchdog;
 	private readonly recycler: Recycler;
 	private readonly timers: TimerGroup;
-	/**
-	 * The deadlines of workers retired by reloads. A drain takes them over (its
-	 * own deadline kills whatever is left), so it clears these.
-	 */
+	/** Retired workers' deadlines: a drain clears them, its own deadline covering those workers. */
 	private readonly retireDeadlines: TimerGroup;
 	/** Aborted once the cluster begins to stop: replacements (recycles) still starting complete nothing. */
 	private readonly shutdown = new AbortController();
@@ -95,9 +75,7 @@ export class Primary {
 	private resolveDone!: (code: ExitCode) => void;
 	private readonly reloads: Record<ReloadResult['kind'], number> = {finished: 0, failed: 0, abandoned: 0};
 	private readonly startedAt: number;
-	/** What a worker asks to tell the operator, once for the cluster (notices.ts). */
 	private readonly notices: Notices;
-	/** Connections node:cluster accepted and had no worker for (stranded.ts). */
 	private readonly stranded: StrandedConnections;
 
 	constructor(private readonly options: PrimaryOptions, output: PrimaryOutput, private readonly edges: ProcessEdges = realEdges) {
@@ -184,7 +162,6 @@ export class Primary {
 		return this.state.name === 'created';
 	}
 
-	/** The cluster as the metrics and status room reads it. */
 	get view(): ClusterView {
 		const {state} = this;
 		return {
@@ -198,11 +175,7 @@ export class Primary {
 		};
 	}
 
-	/**
-	 * `--metrics`: serves `/metrics` and `/status` until the process exits. Call
-	 * before `run()`: an address that cannot be bound is a UsageError (exit 2)
-	 * before any worker starts. prom-client is loaded here only.
-	 */
+	/** Call before `run()`: an address that cannot be bound is a UsageError (exit 2) before any worker starts. */
 	async serveMetrics(address: MetricsAddress): Promise<void> {
 		const {serveMetrics} = await import('./metrics-server.js');
 		await serveMetrics(address, () => this.view, this.logger);

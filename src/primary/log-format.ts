@@ -1,12 +1,8 @@
 /**
- * `--log-format`: JSON lines (the default wherever stdout is not a terminal:
- * Kubernetes, Docker without `-t`, pipes), or pretty, one line per event
- * (pino-pretty), coloured unless `NO_COLOR` is set: the default on a terminal.
- *
- * Pretty applies to the primary's lines and to the workers' JSON log lines
- * forwarded through it (workers always write JSON: they are piped). A line that
- * is not a JSON object, the app's own output, passes through untouched. Each
- * write goes out in one synchronous write, as before, so lines never interleave.
+ * `--log-format`: JSON lines (the default wherever stdout is not a terminal),
+ * or pretty (pino-pretty), one line per event, coloured unless `NO_COLOR` is
+ * set. Pretty applies to the primary's lines and the workers' JSON lines
+ * forwarded through it; the app's own output passes through untouched.
  */
 import type {LineDestination} from '../logger.js';
 import type {LineSink} from './output.js';
@@ -19,7 +15,6 @@ export interface LogFormatChoice {
 	readonly colorize: boolean;
 }
 
-/** The flag if given; else pretty on a terminal, JSON elsewhere. `NO_COLOR` (any non-empty value) turns colour off. */
 export function chooseLogFormat(flag: LogFormat | undefined, isTTY: boolean, env: NodeJS.ProcessEnv): LogFormatChoice {
 	const format = flag ?? (isTTY ? 'pretty' : 'json');
 	const noColor = env['NO_COLOR'] !== undefined && env['NO_COLOR'] !== '';
@@ -63,11 +58,7 @@ export function prettyLine(prettify: Prettify, line: string): string | undefined
 export class PrettySink implements LineSink, LineDestination {
 	constructor(private readonly target: LineSink, private readonly prettify: Prettify) {}
 
-	/**
-	 * Each whole line that is a JSON log line is pretty-printed; any other line,
-	 * and bytes after the last newline (a piece of an overlong line), go out as
-	 * they came, byte for byte.
-	 */
+	/** Bytes after the last newline (a piece of an overlong line) go out as they came. */
 	write(data: string | Buffer): void {
 		const bytes = typeof data === 'string' ? Buffer.from(data) : data;
 		const out: Buffer[] = [];

@@ -1,18 +1,11 @@
 /**
  * `/metrics`: graceful-cluster's own metrics, the primary's process metrics
- * (prom-client's defaults, prefixed `graceful_cluster_primary_` so they never
- * collide with the app's), and the app's metrics from every worker, aggregated
- * (app-metrics.ts).
+ * (prefixed `graceful_cluster_primary_` so they never collide with the app's),
+ * and the app's metrics from every worker, aggregated (app-metrics.ts).
+ * Loaded only with `--metrics`: without it the primary never loads prom-client.
  *
- * Loaded only with `--metrics` (a dynamic import from index.ts): without it the
- * primary never loads prom-client. Reading the cluster costs nothing between
- * scrapes: gauges are computed when scraped (`collect`), counters follow the
- * fleet's events.
- *
- * A scrape asks every connected worker for its app metrics and waits at most
- * `METRICS_WAIT_MS`; a worker that has not answered by then (busy, hung)
- * counts with its last values, and `graceful_cluster_metrics_scrape_failures_total`
- * goes up: the scrape is partial, never failed.
+ * A worker that has not answered a scrape within `METRICS_WAIT_MS` (busy,
+ * hung) counts with its last values: the scrape is partial, never failed.
  */
 import client from 'prom-client';
 import {withTimeout} from '../clock.js';
@@ -24,7 +17,6 @@ import {AppMetrics} from './app-metrics.js';
 import {drainPhase, type ClusterView} from './status.js';
 import {exitReason, inflightOf, isAttached, roleOf, type StartReason, type WorkerRecord} from './worker-record.js';
 
-/** How long a scrape waits for a worker's app metrics. */
 export const METRICS_WAIT_MS = 2000;
 /** How often the primary samples its own event loop's delay (`graceful_cluster_primary_nodejs_eventloop_lag_*`). */
 export const PRIMARY_LOOP_SAMPLE_MS = 100;
@@ -34,11 +26,7 @@ export const PRIMARY_PREFIX = `${PREFIX}primary_`;
 
 type Kind = 'counter' | 'gauge';
 
-/**
- * Every metric of graceful-cluster's own: name (without the prefix), type,
- * labels and meaning, the help text Prometheus shows. docs/metrics.md's table
- * says the same (test/unit/docs.test.ts).
- */
+/** graceful-cluster's own metrics, names without the prefix; docs/metrics.md's table must say the same (test/unit/docs.test.ts). */
 export const METRICS = {
 	workers: {type: 'gauge', labels: ['state'], help: 'Live workers by lifecycle state (starting, listening, retiring, hooks, drained, killed); the samples add up to the live workers'},
 	workers_desired: {type: 'gauge', labels: [], help: 'Workers the cluster keeps (--workers)'},
@@ -78,10 +66,8 @@ export class ClusterMetrics {
 	constructor(private readonly view: () => ClusterView, private readonly logger: Logger, private readonly waitMs = METRICS_WAIT_MS) {
 		const {registry} = this;
 		this.fleet = view().fleet;
-		// The event loop's delay sampled every 100 ms, not prom-client's 10: each
-		// sample wakes the primary, and a hundred a second cost it 8 ms of CPU a
-		// second at rest (bench/idle-cpu.js). A stall of the primary worth
-		// seeing lasts longer than 100 ms.
+		// Sampled every 100 ms, not prom-client's 10: a hundred wake-ups a second
+		// cost the primary 8 ms of CPU a second at rest (bench/idle-cpu.js).
 		client.collectDefaultMetrics({register: registry, prefix: PRIMARY_PREFIX, eventLoopMonitoringPrecision: PRIMARY_LOOP_SAMPLE_MS});
 		const self = this;
 		const gauge = (name: keyof typeof METRICS, collect: (this: client.Gauge) => void): client.Gauge => new client.Gauge({
@@ -166,17 +152,11 @@ export class ClusterMetrics {
 		this.fleet.on('gone', this.onGone);
 	}
 
-	/** Starts of this slot after its first worker. */
 	restartsOf = (slot: number): number => this.restarts.get(slot) ?? 0;
 
-	/** App metric names already warned about (once each): they collide with ours. */
 	private readonly collisions = new Set<string>();
 
-	/**
-	 * False for an app metric named with our prefix: two series of one name
-	 * would make the whole scrape invalid for Prometheus, so it is left out,
-	 * and the log says so once.
-	 */
+	/** False for an app metric named with our prefix: two series of one name would make the whole scrape invalid. */
 	private isAppsOwn(name: string): boolean {
 		if (!name.startsWith(PREFIX)) {
 			return true;
@@ -190,7 +170,6 @@ export class ClusterMetrics {
 		return false;
 	}
 
-	/** The whole `/metrics` text: ours, the primary's process metrics, then the app's aggregated. */
 	async scrape(): Promise<string> {
 		await this.askWorkers();
 		const own = await this.registry.metrics();
@@ -210,11 +189,9 @@ export class ClusterMetrics {
 	}
 
 	/**
-	 * Asks each connected worker whose app attached for its app metrics; resolves
-	 * when all answered or the wait is over. Only those: a worker just forked (a
-	 * restart, a reload's or a recycle's new worker) may not listen on IPC yet,
-	 * and a request it never reads would hold every scrape for the whole wait and
-	 * count as a failure; an app that never attached has no metrics to give.
+	 * Only the workers whose app attached: one just forked may not listen on IPC
+	 * yet, and a request it never reads would hold every scrape for the whole
+	 * wait; an app that never attached has no metrics to give.
 	 */
 	private async askWorkers(): Promise<void> {
 		const asked: Array<Promise<boolean>> = [];

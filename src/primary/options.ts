@@ -1,8 +1,4 @@
-/**
- * What the primary is started with: the CLI's options once parsed (args.ts),
- * or a unit test's. A room of its own below index.ts, because the rooms that
- * index.ts wires together read them too (status.ts, the metrics server).
- */
+/** What the primary is started with: the CLI's options once parsed, or a unit test's. */
 import {DEFAULT_LOG_LEVEL, DEFAULT_SETTINGS, type DrainSettings} from '../settings.js';
 
 export interface PrimaryOptions {
@@ -27,28 +23,18 @@ export interface PrimaryOptions {
 	readonly backoffResetMs: number;
 	/** Extra node flags for the workers (the primary's own `execArgv` come first). */
 	readonly execArgv?: readonly string[];
-	/** A listening worker whose heartbeat is silent this long is killed as hung; 0 turns it off. */
 	readonly workerTimeoutMs: number;
-	/** Workers capture a blocked loop's JavaScript stack before the kill (a thread each: about 10 MB RSS). */
 	readonly hungStack: boolean;
-	/** `--adaptive-reject`: end the reject phase once the load balancers have stopped (primary/arrivals.ts). */
 	readonly adaptiveReject: boolean;
-	/** `--auto-attach`: every HTTP server a worker listens on is drained, attach() or not (worker/bootstrap.ts). */
 	readonly autoAttach: boolean;
-	/** Recycling by RSS and by requests served (recycle.ts); 0 turns each off. */
 	readonly maxMemoryBytes: number;
 	readonly maxRequests: number;
 	readonly maxRequestsJitter: number;
-	/** `--metrics`: where the primary serves `/metrics` and `/status`; off when undefined. */
+	/** Off when undefined. */
 	readonly metrics?: MetricsAddress | undefined;
 }
 
-/**
- * Every option's default, written once: the CLI's options table applies and
- * shows these (args.ts); tests build their options on them. What to run has
- * none, nor has `--workers` (worked out from the CPUs, cpu.ts); `--metrics` is
- * off unless given.
- */
+/** Every option's default, written once, for the CLI's options table and the tests. */
 export const DEFAULT_PRIMARY_OPTIONS: Omit<PrimaryOptions, 'script' | 'args' | 'workers' | 'execArgv' | 'metrics'> = {
 	settings: DEFAULT_SETTINGS,
 	logLevel: DEFAULT_LOG_LEVEL,

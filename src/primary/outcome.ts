@@ -1,19 +1,10 @@
-/**
- * How a drain ends, decided in one place: which of its workers left as planned
- * (`leftCleanly`), and the exit code (`outcome`); `drain finished` names it
- * (drain-finished.ts).
- */
+/** How a drain ends, decided in one place: which of its workers left as planned, and the exit code. */
 import {ExitCode} from '../exit-codes.js';
 import {basicDrainEnd, killReason, lastLive, leftByBasicDrain, placeOf, type WorkerRecord} from './worker-record.js';
 
 /** What killed the workers left, if anything did. */
 export type ForcedBy = 'deadline' | 'second-signal';
 
-/**
- * Left as planned during a drain: it drained; or it left during its hooks,
- * every request done (`hookFailures` counts how); or its basic drain ended it
- * (`leftByBasicDrain`).
- */
 export function leftCleanly(record: WorkerRecord): boolean {
 	const {state} = record;
 	if (state.name !== 'gone') {
@@ -42,10 +33,7 @@ export function leftCleanly(record: WorkerRecord): boolean {
 	return leftByBasicDrain(state);
 }
 
-/**
- * The exit code of a drain: the one place it is decided. Requests first (a
- * kill, a lost worker), then the app's shutdown code (a failed hook).
- */
+/** Requests first (a kill, a lost worker), then the app's shutdown code (a failed hook). */
 export function outcome(forced: ForcedBy | undefined, lost: number, hooksFailed = 0): ExitCode {
 	if (forced === 'second-signal') {
 		return ExitCode.SECOND_SIGNAL;

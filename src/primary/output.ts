@@ -1,16 +1,7 @@
 /**
- * Workers' stdout and stderr, forwarded to ours a whole line at a time.
- *
- * Workers run with piped stdio (`silent: true`) so that two workers writing at
- * once cannot interleave half-lines in the container's log, and so that the
- * primary keeps the last lines a worker wrote to stderr: when an app crashes
- * before it listens, that is the reason, and we repeat it when we give up.
- *
- * A line the app leaves unfinished is held until the app ends it, and our own
- * log line written meanwhile goes out first, whole (own-lines.ts): the log
- * reads `{"msg":"drain started"...}` then `progress: 50% done`, each line
- * parsed, the app's bytes in their order. That is also where a line-based log
- * puts the app's line: a line is there once it has ended, and ours ended first.
+ * Workers' stdout and stderr, forwarded to ours a whole line at a time. A line
+ * the app leaves unfinished is held until the app ends it, and our own log
+ * line written meanwhile goes out first, whole (own-lines.ts).
  */
 import {fstatSync} from 'node:fs';
 import type {Readable} from 'node:stream';
@@ -22,11 +13,7 @@ const NEWLINE = 0x0A;
 const NEWLINE_BYTES = Buffer.from('\n');
 const EMPTY = Buffer.alloc(0);
 
-/**
- * Anything with a synchronous `write`: the primary passes its synchronous
- * writers (logger.ts `syncWriter`), so a worker's bytes go out as they came
- * (text that is not UTF-8 included), and its own log lines as strings.
- */
+/** Anything with a synchronous `write`: a worker's bytes go out as they came, even text that is not UTF-8. */
 export interface LineSink {
 	/** `from`: who writes (a forwarder), for a LineOutput; a sink that is not one ignores it. */
 	write(data: string | Buffer, from?: object): unknown;
@@ -36,17 +23,11 @@ export interface LineSink {
  * The primary's stdout or stderr, shared by its logger and every worker's
  * forwarder. A forwarder writes whole lines, except a piece of a line longer
  * than MAX_LINE (a progress meter redrawn with `\r` never writes a newline):
- * the output is then left mid-line, and the next writer that is not that
- * forwarder starts a line of its own first. No line of ours, nor another
- * worker's, lands inside the app's; the app's own bytes go out as they came,
- * its long line going on after the interruption, on a line of its own. One
- * byte read per write.
+ * the next writer that is not that forwarder then starts a line of its own
+ * first, so no other line lands inside the app's.
  */
 export class LineOutput implements LineSink {
-	/**
-	 * `line.midLine`: the writer that left the output mid-line, if one did;
-	 * shared by stdout's and stderr's when both are one file (`sharedLine`).
-	 */
+	/** `line`: shared by stdout's and stderr's when both are one file (`sharedLine`). */
 	constructor(private readonly target: LineSink, private readonly line: LineState = {midLine: undefined}) {}
 
 	/** From the logger (`write(line)`), or from a forwarder, which says so. */
@@ -69,11 +50,7 @@ export interface LineState {
 	midLine: object | undefined;
 }
 
-/**
- * One line state for two descriptors that are one file (`2>&1`, a terminal,
- * the journal), so that a piece left mid-line on one is mid-line on the
- * other too; otherwise undefined, each its own.
- */
+/** One line state for two descriptors that are one file (`2>&1`, a terminal, the journal); otherwise undefined. */
 export function sharedLine(fd: number, other: number): LineState | undefined {
 	try {
 		const [a, b] = [fstatSync(fd), fstatSync(other)];
@@ -120,7 +97,6 @@ export class LineForwarder {
 		});
 	}
 
-	/** Bytes, as the worker wrote them; a string is taken as UTF-8. */
 	push(chunk: Buffer | string): void {
 		let bytes: Buffer<ArrayBufferLike> = this.pending.length === 0 ? Buffer.from(chunk) : Buffer.concat([this.pending, Buffer.from(chunk)]);
 		for (let last = bytes.lastIndexOf(NEWLINE); last !== -1; last = bytes.lastIndexOf(NEWLINE)) {
@@ -153,12 +129,10 @@ export class LineForwarder {
 		}
 	}
 
-	/** Whole lines, out as they are. */
 	private pass(complete: Buffer): void {
 		this.target.write(complete, this);
 		this.pieceOut = false;
 		if (this.onLine) {
-			// Decoded for reading only (the crash report, a hung worker's stack); what went out is the bytes.
 			for (const line of complete.toString('utf8').split('\n')) {
 				if (line !== '') {
 					this.onLine(line);

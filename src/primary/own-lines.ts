@@ -1,23 +1,13 @@
 /**
  * A worker's own JSON log lines, found in its output where the app left a line
- * unfinished.
+ * unfinished: `progress: 50%` with no newline, then our `drain started`, make
+ * one line no log shipper parses. Only the primary sees every byte the app
+ * writes there (fs.writeSync(1) and child processes included), so the primary
+ * takes our line back out (output.ts).
  *
- * The app and graceful-cluster's logger share the worker's stdout: an app that
- * writes `progress: 50%` with no newline, and then our drain's `drain started`,
- * makes one line of the two, `progress: 50%{"level":"info",...}`, which no log
- * shipper parses. Only the primary sees every byte the app writes there
- * (console.log, process.stdout.write, fs.writeSync(1), a child process it
- * started), so it is the primary that takes our line back out (output.ts). The
- * worker could end the app's line before its own only by watching the app's
- * writes: a wrapper on process.stdout.write, work on every write the app makes,
- * that would still miss fs.writeSync(1) and the app's child processes.
- *
- * Our lines are told apart by what every one of them carries, the logger's
- * (logger.ts) and the stack-capture thread's (worker/watchdog-thread.ts):
- * `{"level":"<name>","time":<ms>,"role":"worker","pid":<this worker's pid>,`.
- * The pid makes it this worker's own line, and nothing the app is likely to
- * print: the app's own JSON logs, even with the same field names, are left as
- * they are.
+ * Every line of ours starts
+ * `{"level":"<name>","time":<ms>,"role":"worker","pid":<this worker's pid>,`:
+ * the pid sets it apart from the app's own JSON logs.
  */
 
 const NEWLINE = 0x0A;
@@ -43,12 +33,9 @@ export class OwnLines {
 	}
 
 	/**
-	 * The first of this worker's lines in `complete` (whole lines: it ends with
-	 * a newline, and starts a line) that does not start a line of its own, or
-	 * undefined; `afterPiece`: a piece of the app's overlong line is out already
-	 * (output.ts), so even `complete`'s first byte is not the start of a line.
-	 * One search for the marker over the bytes; a match costs a few more byte
-	 * reads only where one of our lines is.
+	 * The first of this worker's lines in `complete` (whole lines) that does not
+	 * start a line of its own; `afterPiece`: a piece of the app's overlong line
+	 * is out already (output.ts), so `complete`'s first byte does not start one.
 	 */
 	gluedIn(complete: Buffer, afterPiece = false): OwnLine | undefined {
 		for (let at = complete.indexOf(this.marker); at !== -1; at = complete.indexOf(this.marker, at + this.marker.length)) {

@@ -1,19 +1,11 @@
 /**
  * Recycling: replacing a worker that has grown too big (`--max-memory-restart`,
  * pm2's name) or served enough (`--max-requests` plus a random
- * `0..--max-requests-jitter`, gunicorn's names, so workers do not all recycle
- * together) the way a reload replaces one (reload.ts `Replacer`): the new worker
- * listens first, the old one retires (stops accepting, finishes its requests,
- * keeps its keep-alive clients for the linger). Capacity never drops below the
- * configured count; pm2's memory restart kills mid-request (pm2#5562), and
- * gunicorn's max-requests resets connections (gunicorn#3038).
- *
- * Judged on each heartbeat, only while the cluster runs (not during a reload,
- * which replaces everyone anyway, nor a drain), and only for a serving member
- * whose slot has no replacement starting and no worker still retiring: never
- * two workers of one slot retiring at once.
- *
- * Each member's lifecycle here:
+ * `0..--max-requests-jitter`, gunicorn's names) the way a reload does, new
+ * worker first, so capacity never drops: pm2's memory restart kills
+ * mid-request (pm2#5562), and gunicorn's max-requests resets connections
+ * (gunicorn#3038). Judged on each heartbeat, only while the cluster runs, and
+ * never for two workers of one slot at once.
  *
  *   counting ─over a limit─▶ replacing ─replaced─▶ (it retires; not a member any more)
  *                                │ ─the new worker failed─▶ cooling ─RETRY_AFTER_MS─▶ counting

@@ -1,21 +1,14 @@
 /**
  * Replacing workers without dropping a request, for a reload (SIGHUP) and for
- * recycling (recycle.ts: memory, requests).
+ * recycling (recycle.ts). The new worker must be ready before the old one
+ * retires, so capacity never drops (pm2#3078, #1875): listening on every
+ * address the old one did, its readiness checks passed (worker/warmup.ts),
+ * within `--listen-timeout`. Then the old one stops accepting at once instead
+ * of sharing new connections while it drains (pm2#5043). A new worker not
+ * ready in time is stopped and the old one keeps serving.
  *
- * `Replacer.replace(record, reason)` replaces one slot's worker. The new worker
- * must be ready before the old one retires, so capacity never drops (pm2#3078,
- * #1875): it listens on every address the old one did and, if the app gave
- * readiness checks, they pass (it warms up taking no connections,
- * worker/warmup.ts), all within `--listen-timeout`; one that replaces a worker
- * that serves nothing (`--listen-timeout 0`), once it runs. Then the old one stops
- * accepting at once instead of sharing new connections while it drains
- * (pm2#5043). A new worker that is not ready in time is killed and the old one
- * keeps serving. At most one replacement per slot runs at a time.
- *
- * `reload()` replaces every member that way, one slot at a time, a member still
- * starting included (once it listens: it may be loading the old release). A
- * replacement that fails ends the reload and the old workers keep serving. A
- * drain aborts it (the drain takes every worker, old and new).
+ * `reload()` replaces every member that way, one slot at a time; a failed
+ * replacement ends it and a drain aborts it.
  */
 import {withTimeout, type TimerGroup} from '../clock.js';
 import type {Logger} from '../logger.js';
@@ -29,10 +22,7 @@ export interface ReplacerOptions {
 	readonly fleet: Fleet;
 	readonly supervisor: Supervisor;
 	readonly logger: Logger;
-	/**
-	 * Where a retired worker's deadline is kept: it outlives the reload, and a
-	 * drain that starts meanwhile clears it (its own deadline covers the worker).
-	 */
+	/** Where a retired worker's deadline is kept: it outlives the reload, and a drain clears it. */
 	readonly timers: TimerGroup;
 	/** How long a retired worker keeps idle keep-alive connections for their next request. */
 	readonly lingerMs: number;
@@ -40,32 +30,18 @@ export interface ReplacerOptions {
 	readonly deadlineMs: number;
 	/** A new worker not ready this long after its fork is killed; 0: wait forever. */
 	readonly listenTimeoutMs: number;
-	/**
-	 * Aborted when the cluster begins to shut down (a drain, a give-up): a
-	 * replacement still starting then completes nothing (no promote, no retire);
-	 * the drain takes the old worker and the new one alike.
-	 */
+	/** Aborted when the cluster begins to shut down: a replacement still starting completes nothing, the drain takes both workers. */
 	readonly shutdown: AbortSignal;
 }
 
-/**
- * `replaced`: the new worker serves, the old one retires (or had crashed).
- * `failed`: the new worker did not start, or was not ready in time (then
- * `failingChecks` are the readiness checks it last said failed); the old one
- * keeps serving.
- * `abandoned`: the cluster began shutting down meanwhile.
- * `busy`: the slot is already being replaced; nothing was done.
- */
+/** `abandoned`: the cluster began shutting down meanwhile; `busy`: the slot is already being replaced. */
 export type ReplaceResult =
 	| {readonly kind: 'replaced'}
 	| {readonly kind: 'failed'; readonly candidate: WorkerRecord; readonly failingChecks?: readonly string[]}
 	| {readonly kind: 'abandoned'}
 	| {readonly kind: 'busy'};
 
-/**
- * An old worker whose heartbeat has been silent this long (blocked, stopped)
- * no longer counts as serving while its replacement warms up.
- */
+/** An old worker whose heartbeat is silent this long no longer counts as serving while its replacement warms up. */
 const SILENT_OLD_WORKER_MS = 2000;
 
 export class Replacer {
@@ -74,24 +50,16 @@ export class Replacer {
 
 	constructor(private readonly options: ReplacerOptions) {}
 
-	/** True while a replacement for this slot is starting. */
 	replacing(slot: number): boolean {
 		return this.busy.has(slot);
 	}
 
-	/**
-	 * A member that serves nothing: with `--listen-timeout 0` workers need not
-	 * listen (a queue consumer), and this one has not. Its replacement is ready
-	 * once it runs (fleet.ts `running`).
-	 */
+	/** With `--listen-timeout 0` workers need not listen (a queue consumer), and this one has not. */
 	servesNothing(record: WorkerRecord): boolean {
 		return this.options.listenTimeoutMs === 0 && record.state.name === 'starting' && record.state.role === 'member';
 	}
 
-	/**
-	 * `by`: the signal that asked for it (a reload's SIGHUP or SIGUSR2), told to
-	 * the retiring worker: the app's own listeners for it run as it leaves.
-	 */
+	/** `by`: the reload's signal, told to the retiring worker, whose app listeners for it run as it leaves. */
 	async replace(record: WorkerRecord, reason: ReplaceReason, signal?: AbortSignal, by?: NodeJS.Signals): Promise<ReplaceResult> {
 		const {fleet, supervisor, logger} = this.options;
 		if (this.busy.has(record.slot)) {
@@ -141,18 +109,16 @@ export class Replacer {
 	}
 
 	/**
-	 * True once the candidate may take over (fleet.ts `ready`); false if it
-	 * stopped first; its failing checks if it was not ready within the listen
-	 * timeout, after which it is retired. Still starting then, the supervisor's
-	 * own listen timeout kills it.
+	 * True once the candidate may take over; false if it stopped first; its
+	 * failing checks if it was not ready within the listen timeout, after which
+	 * it is retired (still starting, the supervisor's listen timeout kills it).
 	 */
 	private async ready(candidate: WorkerRecord, addresses: readonly string[], signal: AbortSignal | undefined, servesNothing: boolean): Promise<true | false | {readonly failingChecks: readonly string[]}> {
 		const {fleet, logger, listenTimeoutMs, timers, shutdown} = this.options;
 		const {clock} = timers;
 		// A warming candidate refuses connections; should nothing else serve any
-		// more (the old worker crashed, or its loop is blocked or stopped: its
-		// heartbeat silent), it must take them (worker/warmup.ts): refused, they
-		// would go back and forth between the primary and it.
+		// more (the old worker crashed, or its heartbeat went silent), it must take
+		// them, or they would go back and forth between the primary and it.
 		const serves = (other: WorkerRecord): boolean => other !== candidate && isServingMember(other)
 			&& (other.health === undefined || clock.now() - other.health.at < SILENT_OLD_WORKER_MS);
 		let told = false;
@@ -214,9 +180,6 @@ export class Replacer {
 				...(warmup.name === 'warming' && failingChecks.length === 0 ? {checksPending: true} : {}),
 				...(missing.length > 0 ? {notListeningOn: missing} : {}),
 			}, 'new worker not ready in time; stopping it');
-			// Retired, not killed: the primary may be handing it a connection right
-			// now, which a SIGKILL would lose; retiring, it closes its servers first,
-			// and a connection it can no longer take goes to another worker.
 			this.retire(candidate, 'start-failed', undefined);
 		}
 

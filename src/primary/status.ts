@@ -36,20 +36,14 @@ export function drainPhase(view: ClusterView): TimelinePhase {
 	return view.state === 'draining' ? view.drain?.timelinePhase ?? 'stopping' : 'stopping';
 }
 
-/** Requests the worker is handling: its drain report when it sends them, else its last heartbeat. */
-
 export interface WorkerStatus {
 	readonly slot: number;
 	readonly id: number;
 	readonly pid: number;
-	/** Its lifecycle state (worker-record.ts): starting, listening, retiring, hooks, drained, killed. */
 	readonly state: string;
 	readonly role: string;
 	readonly attached: boolean;
-	/**
-	 * A replacement's warm-up: `warming` (with the checks that failed last) or
-	 * `ready`; null for a worker that does not warm up (worker-record.ts `Warmup`).
-	 */
+	/** Null for a worker that does not warm up. */
 	readonly warmup: {readonly state: 'warming'; readonly failingChecks: readonly string[]} | {readonly state: 'ready'} | null;
 	readonly startReason: string;
 	readonly uptimeSeconds: number;

@@ -1,14 +1,10 @@
 /**
  * The primary's answer to a connection node:cluster stranded (handoffs.ts):
- * accepted, never read, and no worker left to take it.
- *
- * Its request is still unread in the socket, so the primary reads its first
- * bytes, and answers as a worker in its reject phase would have:
- * - an HTTP/1.x request gets the drain's 503 (`Connection: close`,
- *   `Retry-After`), which clients and load balancers retry; outside a drain
- *   (a worker crashed with connections on their way to it) its body says so;
- * - HTTP/2 without TLS (its preface) gets a GOAWAY that says no stream was
- *   processed (last stream 0), so the client retries each on a new connection;
+ * accepted, never read, and no worker left to take it. It answers as a worker
+ * in its reject phase would have:
+ * - an HTTP/1.x request gets the drain's 503, which clients and load balancers retry;
+ * - HTTP/2 without TLS gets a GOAWAY with last stream 0, so the client retries
+ *   each stream on a new connection;
  * - anything else (TLS, another protocol, nothing within FIRST_BYTES_WAIT_MS)
  *   is closed: the primary cannot speak for the app there, and a connection
  *   closed with its request unread is as safe to retry as a refused one.
@@ -30,10 +26,9 @@ const HTTP1_REQUEST_LINE = /^[A-Z][A-Z_-]{0,31} \S+ HTTP\/1\.[01]\r?\n/;
 const HTTP2_PREFACE = 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n';
 
 /**
- * The server's side of an HTTP/2 connection that ends at once (RFC 9113): its
- * preface, an empty SETTINGS frame; then GOAWAY, last stream 0, NO_ERROR.
- * A frame is a 9-byte header (length: 3, type: 1, flags: 1, stream: 4) and
- * its payload.
+ * The server's side of an HTTP/2 connection that ends at once (RFC 9113 §3.4,
+ * §6.8): an empty SETTINGS frame, then GOAWAY, last stream 0, NO_ERROR. A
+ * frame header is length: 3, type: 1, flags: 1, stream: 4 bytes.
  */
 const HTTP2_GOAWAY = Buffer.from([
 	0, 0, 0, 0x4, 0, 0, 0, 0, 0,
@@ -53,11 +48,7 @@ function answerTo(first: Buffer | undefined, retryAfterSeconds: number, body: Bu
 	return start.length >= 14 && HTTP2_PREFACE.startsWith(start.slice(0, HTTP2_PREFACE.length)) ? ['goaway', HTTP2_GOAWAY] : ['closed', ''];
 }
 
-/**
- * Answers a stranded connection, as said above. Resolves with what it did once
- * the answer is with the OS (or the client has gone): the primary may exit
- * then, and the client still gets it. Never rejects.
- */
+/** Resolves once the answer is with the OS (the primary may exit then); never rejects. */
 export async function answerStranded(handle: RawHandle, retryAfterSeconds: number, {draining}: {readonly draining: boolean}): Promise<StrandedAnswer> {
 	try {
 		return await answer(handle, retryAfterSeconds, draining ? REJECT_BODY : NO_WORKER_BODY);
@@ -115,22 +106,15 @@ async function answer(handle: RawHandle, retryAfterSeconds: number, body: Buffer
 	return kind;
 }
 
-/**
- * The connections node:cluster stranded (handoffs.ts), answered by the
- * primary. A drain counts them (its reject phase's end is where they come
- * from); at any other time (an app that closes its server, a worker that dies
- * with a connection on its way to it) each is logged. The exit waits for the
- * answers still being written (`answered`).
- */
+/** A drain counts the stranded connections; at any other time (a worker that died with one on its way) each is logged. */
 export class StrandedConnections {
 	private readonly answering = new Set<Promise<void>>();
 
 	constructor(private readonly retryAfterSeconds: number, private readonly logger: Logger) {}
 
-	/** `draining`: a drain runs, and counts it (`onStranded`). */
+	/** `drain`: the drain that counts it, if one runs. */
 	answer(handle: RawHandle, drain: {onStranded(): void} | undefined): void {
 		drain?.onStranded();
-		// answerStranded never rejects.
 		const answered = answerStranded(handle, this.retryAfterSeconds, {draining: drain !== undefined}).then(answer => {
 			this.answering.delete(answered);
 			if (drain === undefined) {
@@ -140,7 +124,6 @@ export class StrandedConnections {
 		this.answering.add(answered);
 	}
 
-	/** Every answer under way is written. */
 	get answered(): Promise<unknown> {
 		return Promise.all(this.answering);
 	}

@@ -1,14 +1,9 @@
 /**
  * The fleet's policy while the cluster runs: keep N workers, replace the ones
- * that crash with exponential backoff per slot, and give up when the app cannot
- * start at all.
- *
- * A worker that exits before it listens, or does not listen within the listen
- * timeout, is a failed start. After `maxStartFailures` failed starts in a row
- * (any listening worker resets the count) with no worker serving, the
- * supervisor gives up: an app that cannot start must not spin forever, so
- * Kubernetes shows CrashLoopBackOff with the app's own error. Frozen (a drain,
- * a stop), it restarts nothing and times nothing.
+ * that crash with exponential backoff per slot, and give up after
+ * `maxStartFailures` failed starts in a row with no worker serving: an app
+ * that cannot start must not spin forever, so Kubernetes shows
+ * CrashLoopBackOff with the app's own error.
  */
 import {TimerGroup, type Clock, type Timer} from '../clock.js';
 import type {Logger} from '../logger.js';
@@ -29,7 +24,6 @@ export interface SupervisorOptions {
 	readonly backoffResetMs: number;
 }
 
-/** The delay before restarting a slot after `failures` crashes in a row: doubling, capped. */
 export function restartDelay(options: Pick<SupervisorOptions, 'restartDelayMs' | 'maxRestartDelayMs'>, failures: number): number {
 	return Math.min(options.maxRestartDelayMs, options.restartDelayMs * (2 ** failures));
 }

@@ -1,26 +1,15 @@
 /**
  * Hung workers: a worker whose event loop has been silent for `--worker-timeout`
- * is killed with SIGKILL (which also stops a SIGSTOPped or blocked process:
- * `worker.kill()` would only disconnect, nodejs/node#22703) and replaced by the
- * supervisor's normal restart, with its backoff.
- *
- * The silence is measured from the worker's heartbeat (worker/heartbeat.ts),
- * sent once a second from its main loop: a blocked loop stops it, a busy one
- * that yields between slices of work does not. Start-up is not judged here:
- * until a worker listens, `--listen-timeout` is its timeout (gunicorn's single
- * timeout for both is a long-standing complaint, gunicorn#2196). During a drain
- * the watchdog keeps watching: a hung worker cannot finish anything, and the
- * drain's outcome lists it as lost, `killedFor: 'hung'`.
- *
- * Each watched worker's lifecycle:
- *
- *   (starting: not watched) ─listening─▶ watching ─silent ≥ timeout─▶ killed
- *
- * A worker whose channel is closed cannot beat: it is left to its deadline.
+ * is killed and replaced by the supervisor's normal restart. The silence is
+ * measured from its heartbeat, sent once a second from its main loop: a
+ * blocked loop stops it, a busy one that yields does not. Until a worker
+ * listens, `--listen-timeout` is its timeout instead (gunicorn's single
+ * timeout for both is a long-standing complaint, gunicorn#2196). During a
+ * drain the watchdog keeps watching: a hung worker cannot finish anything.
  *
  * If the primary's own check runs far late (its loop was blocked, or the host
- * was suspended), every worker gets a fresh start from that moment: the
- * silence was ours, not theirs (Unicorn skips the round after a suspend).
+ * was suspended), every worker's count starts over: the silence was ours, not
+ * theirs (Unicorn skips the round after a suspend).
  */
 import type {TimerGroup} from '../clock.js';
 import type {Logger} from '../logger.js';
@@ -93,9 +82,8 @@ export class Watchdog {
 			}
 
 			if (!record.handle.isConnected()) {
-				// Disconnected (a worker with nothing to drain at the end of the reject phase,
-				// or retired by a reload): it can no longer beat, and the drain's or the
-				// retire's deadline is its timeout now.
+				// Disconnected: it can no longer beat, and the drain's or the retire's
+				// deadline is its timeout now.
 				continue;
 			}
 

@@ -1,8 +1,7 @@
 /**
- * What each of graceful-cluster's messages from a worker does to its record
- * (worker-record.ts), by type: the fleet applies it (fleet.ts `onMessage`).
- * None reaches a record that is gone: gone waits for the channel to close, and
- * Node emits a channel's last messages before its 'disconnect'.
+ * What each of our messages from a worker does to its record. None reaches a
+ * record that is gone: gone waits for the channel to close, and Node emits a
+ * channel's last messages before its 'disconnect'.
  */
 import {NOTHING_OPEN, openOf, tallyOf, type Open} from '../counts.js';
 import type {ToPrimary, WireTally} from '../protocol.js';
@@ -18,7 +17,6 @@ function reportOf(record: WorkerRecord, open: Open, message: WireTally & {readon
 export type Handlers = {[K in Exclude<ToPrimary['type'], 'metrics'>]: (record: WorkerRecord, message: Extract<ToPrimary, {type: K}>) => void};
 
 export interface HandlerContext {
-	/** The fleet's clock. */
 	now(): number;
 	/** The worker listens on `where` (node:cluster does not say, for `listening-apart`). */
 	listened(record: WorkerRecord, where: string): void;

@@ -6,10 +6,9 @@
  *       │                 │  (drain)  ─▶ [hooks ─▶] drained ───▶ gone
  *       └─────────────────┴─ (we SIGKILL it) ─▶ killed ────────▶ gone
  *
- * Its place in the fleet and whether it has a server to drain (`attached`)
- * are part of the live states, not flags beside them. It is gone once its
- * process has exited AND its channel has closed: a `drained` still unread at
- * 'exit' must count (Node's lib/internal/cluster/primary.js waits for both).
+ * It is gone once its process has exited AND its channel has closed: a
+ * `drained` still unread at 'exit' must count (nodejs/node
+ * lib/internal/cluster/primary.js waits for both).
  */
 import type {LastLines} from './output.js';
 import type {WorkerHandle} from './edges.js';
@@ -23,21 +22,16 @@ export type Role = 'member' | 'candidate';
 export type KillReason = 'listen-timeout' | 'deadline' | 'second-signal' | 'retire-deadline' | 'start-failed' | 'hung';
 
 /**
- * Why a worker was started or replaced, in its `worker started` line (and the
- * restart's): `initial` the first N; `crash` a member that exited unplanned;
- * `hung` one killed for a silent event loop; `memory`/`requests` recycling;
- * `reload` a SIGHUP/SIGUSR2. Metrics count starts and exits by it.
+ * Why a worker was started: `initial` the first N; `crash` a member that
+ * exited unplanned; `hung` one killed for a silent event loop;
+ * `memory`/`requests` recycling; `reload` a SIGHUP/SIGUSR2.
  */
 export type StartReason = 'initial' | 'crash' | 'hung' | 'memory' | 'requests' | 'reload';
 
-/** Why a worker is replaced new-first (a reload, or recycling): the reason it retires for. */
+/** Why a worker is replaced new-first: the reason it retires for. */
 export type ReplaceReason = Extract<StartReason, 'memory' | 'requests' | 'reload'>;
 
-/**
- * Why a worker retires: replaced for one of those reasons, or `start-failed`, a
- * replacement not ready in time, stopped gently: a kill could lose a connection
- * the primary was handing it (worker/warmup.ts).
- */
+/** `start-failed`: a replacement not ready in time, retired rather than killed, which could lose a connection being handed to it. */
 export type RetireReason = ReplaceReason | 'start-failed';
 
 /** The worker's last heartbeat (protocol.ts `HeartbeatMessage`), as the primary received it. */
@@ -55,37 +49,27 @@ export interface WorkerHealth {
 export type PlacedState =
 	| {readonly name: 'starting'; readonly role: Role; readonly attached: boolean}
 	| {readonly name: 'listening'; readonly role: Role; readonly attached: boolean; readonly addresses: readonly string[]}
-	/** Replaced by a reload; leaving. Its exit is planned. */
+	/** Leaving, replaced or not ready in time; its exit is planned. */
 	| {readonly name: 'retiring'; readonly attached: boolean; readonly reason: RetireReason; readonly addresses: readonly string[]};
 
 export type LiveState =
 	| PlacedState
-	/**
-	 * Said its requests are all done and the app's shutdown hooks are running.
-	 * An exit from here is the hooks' own (`process.exit()` in a hook): not a
-	 * lost worker, whatever the code.
-	 */
+	/** Its requests are done and its hooks run: an exit from here is the hooks' own, not a lost worker. */
 	| {readonly name: 'hooks'; readonly from: PlacedState}
 	/** Said it drained (requests done, hooks ran); about to exit 0. */
 	| {readonly name: 'drained'; readonly from: PlacedState}
-	/** We sent it SIGKILL; waiting for it to be gone. */
 	| {readonly name: 'killed'; readonly reason: KillReason; readonly before: Exclude<LiveState, {name: 'killed'}>};
 
 export type WorkerState =
 	| LiveState
 	| {readonly name: 'gone'; readonly code: number | null; readonly signal: string | null; readonly last: LiveState};
 
-/** A worker's last counts (counts.ts). */
 export interface InflightReport extends Counts {
-	/** Its arrival telemetry since the signal (worker/arrivals.ts); undefined from an older helper, or before its first report. */
+	/** Its arrival telemetry since the signal (worker/arrivals.ts). */
 	readonly arrivals?: ArrivalsReport | undefined;
 }
 
-/**
- * A replacement's warm-up as it reported it (worker/warmup.ts): `none` where
- * listening is enough (not a replacement, nothing drained); `warming` with the
- * checks that failed last; `ready`.
- */
+/** A replacement's warm-up as it reported it; `none` where listening is enough. */
 export type Warmup =
 	| {readonly name: 'none'}
 	| {readonly name: 'warming'; readonly failures: readonly string[]}
@@ -104,18 +88,14 @@ export interface WorkerRecord {
 	state: WorkerState;
 	/** Its last in-flight report (during a drain or a retire). */
 	report: InflightReport | undefined;
-	/** The id of the last `report-now` it answered (primary/drain.ts, the adaptive rule). */
+	/** The id of the last `report-now` it answered. */
 	reportedNow?: number;
-	/** Its last heartbeat; undefined until the first. */
 	health: WorkerHealth | undefined;
 	/** What its drained servers listen on (ports, socket paths), as it reported them. */
 	readonly covered: Set<string>;
-	/** Its shutdown hooks and app signal listeners that threw or rejected, by name, as it reported them. */
+	/** Its hooks and app signal listeners that failed, by name. */
 	readonly hooksFailed: string[];
-	/**
-	 * The drain's basic drain disconnected it (basic-drain.ts): its own shutdown
-	 * runs from then on, so how it ends is that shutdown's verdict, not a loss.
-	 */
+	/** The basic drain disconnected it: how it ends from then on is its own shutdown's verdict, not a loss. */
 	leftForBasicDrain?: boolean;
 	warmup: Warmup;
 }
@@ -143,13 +123,12 @@ export function uncovered(record: WorkerRecord): string[] {
 export const isGone = (record: WorkerRecord): boolean => record.state.name === 'gone';
 
 /**
- * Requests it is handling, as far as the primary knows: its last drain report,
- * or its last heartbeat (a worker whose loop blocked before it read the drain
- * never reports); undefined for one with nothing to drain, whose heartbeat counts nothing.
+ * Its last drain report, else its last heartbeat (a worker whose loop blocked
+ * before it read the drain never reports); undefined with nothing to drain.
  */
 export const knownInflight = (record: WorkerRecord): number | undefined => record.report?.inflight ?? (isAttached(record.state) ? record.health?.inflight : undefined);
 
-/** `knownInflight`, 0 when unknown: for sums. */
+/** 0 when unknown: for sums. */
 export const inflightOf = (record: WorkerRecord): number => knownInflight(record) ?? 0;
 
 /** What the worker was doing when it was last alive, through a kill: what its exit is judged by. */
@@ -169,27 +148,21 @@ export function isPlaced(state: WorkerState): state is PlacedState {
 	return state.name === 'starting' || state.name === 'listening' || state.name === 'retiring';
 }
 
-/** Why we killed it, if we did. */
 export function killReason(state: WorkerState): KillReason | undefined {
 	const live = state.name === 'gone' ? state.last : state;
 	return live.name === 'killed' ? live.reason : undefined;
 }
 
-/**
- * A worker with nothing to drain that ended by itself, as its basic drain ends it:
- * 0, or 0 with a listener's failure it could not send (protocol.ts
- * UNSENT_HOOK_FAILURE_EXIT). Not killed, not signalled.
- */
+/** A worker with nothing to drain that exited by itself, 0 or UNSENT_HOOK_FAILURE_EXIT: not killed, not signalled. */
 export function leftByBasicDrain(state: Extract<WorkerState, {name: 'gone'}>): boolean {
 	return !placeOf(state).attached && killReason(state) === undefined && state.signal === null && (state.code === 0 || state.code === UNSENT_HOOK_FAILURE_EXIT);
 }
 
 /**
- * How a worker the drain's basic drain disconnected ended, where that was its
- * own shutdown's doing: `own`, it exited by itself (whatever the code: a
- * failing one is that shutdown's failure); `cut`, the deadline killed it while
- * its shutdown ran, having never listened (it held nothing). Undefined: not
- * disconnected so, or ended otherwise (a signal, a kill of one that listened).
+ * How a worker the basic drain disconnected ended, where that was its own
+ * shutdown's doing: `own`, it exited by itself (a failing code is that
+ * shutdown's failure); `cut`, the deadline killed it while its shutdown ran,
+ * having never listened (it held nothing).
  */
 export function basicDrainEnd(record: WorkerRecord): 'own' | 'cut' | undefined {
 	const {state} = record;
@@ -207,11 +180,9 @@ export function basicDrainEnd(record: WorkerRecord): 'own' | 'cut' | undefined {
 
 /**
  * How many of the worker's shutdown hooks and app signal listeners failed:
- * those it reported (threw, rejected), plus one for its own exit once its
- * requests were done, if that was a failure (`process.exit(1)` in a hook; 143
- * after SIGTERM is not, signals.ts), or
- * a kill that cut them (the deadline, a second signal); for a worker without
- * attach(), the exit code that says one failed after its disconnect.
+ * those it reported, plus one for a failing exit once its requests were done
+ * (`process.exit(1)` in a hook; 143 after SIGTERM is not) or a kill that cut
+ * them.
  */
 export function hookFailures(record: WorkerRecord): number {
 	const {state} = record;
@@ -254,11 +225,9 @@ export const isServingMember = (record: WorkerRecord): boolean => record.state.n
 export type ExitReason = 'drain' | 'crash' | 'hung' | 'deadline' | 'second-signal' | 'start-failed' | ReplaceReason;
 
 /**
- * `drain`: it drained (or exited during its hooks); `memory`, `requests`,
- * `reload`: replaced for that reason and retired; `hung`: killed for a silent
- * event loop; `deadline`: killed by the drain's deadline; `second-signal`: by a second signal;
- * `start-failed`: it never listened in time, or the cluster gave up; `crash`:
- * anything else. `draining`: the cluster's drain has begun.
+ * `drain`: it drained (or exited during its hooks); `start-failed`: it never
+ * listened in time, or the cluster gave up; `crash`: anything not planned.
+ * `draining`: the cluster's drain has begun.
  */
 export function exitReason(state: Extract<WorkerState, {name: 'gone'}>, {draining = false, leftForBasicDrain = false}: {draining?: boolean; leftForBasicDrain?: boolean} = {}): ExitReason {
 	switch (killReason(state)) {
@@ -292,12 +261,10 @@ export function exitReason(state: Extract<WorkerState, {name: 'gone'}>, {drainin
 
 	const place = placeOf(state);
 	const last = lastLive(state).name;
-	// A retired worker leaves as planned by draining, or, with nothing to drain, by
-	// exiting 0 once its connections end; so does any worker with nothing to drain
-	// in the cluster's drain (its basic drain), and one still loading that a
-	// group signal ended (before the bootstrap could hold it). Anything else is
-	// a crash: one that crashed while starting held no request
-	// (drain.ts `leftCleanly`), but it crashed.
+	// A retired worker leaves as planned by draining, or, with nothing to drain,
+	// by exiting 0; so does any worker with nothing to drain in the cluster's
+	// drain, and one still loading that a group signal ended before the
+	// bootstrap could hold it. Anything else is a crash.
 	const basicDrain = leftByBasicDrain(state);
 	const stopped = place.name === 'starting' && state.signal !== null && SIGNAL_ACTIONS[state.signal as HandledSignal] === 'drain';
 	// Disconnected by the drain's basic drain: its own shutdown ended it, however.
