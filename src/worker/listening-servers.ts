@@ -31,7 +31,6 @@ export function followServers(take: (server: net.Server) => boolean, apart: (ser
 	const host = cluster as unknown as {_getServer?: GetServer};
 	const getServer = host._getServer;
 	if (typeof getServer === 'function') {
-		// eslint-disable-next-line func-names
 		host._getServer = function (this: unknown, server: unknown, ...rest: unknown[]): unknown {
 			// A dgram socket asks too: not a server of ours.
 			if (server instanceof net.Server) {
@@ -48,7 +47,6 @@ export function followServers(take: (server: net.Server) => boolean, apart: (ser
 		// which a listen through node:cluster reaches too, once it has its port.
 		const listen2 = (net.Server.prototype as {_listen2?: (...args: unknown[]) => unknown})._listen2;
 		if (typeof listen2 === 'function') {
-			// eslint-disable-next-line func-names
 			(net.Server.prototype as {_listen2?: unknown})._listen2 = function (this: net.Server, ...args: unknown[]): unknown {
 				if (!asked.has(this)) {
 					asked.add(this);
@@ -129,7 +127,6 @@ function closeAgainSucceeds(server: net.Server): void {
 	});
 	// Whatever `close` is in place (a library's own included) stays the one a first close calls.
 	const close = server.close;
-	// eslint-disable-next-line func-names
 	server.close = function (this: net.Server, ...args: unknown[]): net.Server {
 		if (this.listening || state === 'unopened') {
 			return Reflect.apply(close, this, args) as net.Server;

@@ -44,6 +44,7 @@ export interface SignalListeners {
 	 * Adds one of graceful-cluster's own listeners, past the interception; the
 	 * app's `removeAllListeners()` leaves it in place.
 	 */
+	// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a listener typed for its event, as process.on() takes one
 	listenOurselves(event: string, listener: (...args: any[]) => void): void;
 	/** Each held listener is called at most once. */
 	readonly ran: Set<HeldListener>;
