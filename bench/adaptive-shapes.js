@@ -212,7 +212,6 @@ for (const shape of shapes) {
 	const runs = [];
 	for (let start = 0; start < terminations; start += parallel) {
 		const batch = Array.from({length: Math.min(parallel, terminations - start)}, (_, slot) => terminate(shape, slot, random));
-		// eslint-disable-next-line no-await-in-loop
 		runs.push(...await Promise.all(batch));
 	}
 

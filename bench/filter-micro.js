@@ -22,7 +22,7 @@ async function child(dist) {
 		const {existsSync} = await import('node:fs');
 		const file = existsSync(`${dist}/src/worker/http1-filter.js`) ? 'http1-filter.js' : 'request-filter.js';
 		const {RequestFilter} = await import(`${dist}/src/worker/${file}`);
-		// eslint-disable-next-line no-new
+		// eslint-disable-next-line no-new -- the filter installs itself on the server
 		new RequestFilter(server, {retryAfterSeconds: 1, readinessPath: '/readyz', livenessPath: '/livez', onIdle() {}});
 	}
 

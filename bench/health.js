@@ -39,13 +39,10 @@ async function memory(workers = 4, rounds = 3) {
 	const rss = {off: [], on: []};
 	for (let round = 0; round < rounds; round++) {
 		for (const mode of round % 2 === 0 ? ['off', 'on'] : ['on', 'off']) {
-			// eslint-disable-next-line no-await-in-loop
 			const c = await cluster(['--hung-stack', mode], workers);
 			// Not a wait for anything: the figure is the RSS of a worker idle for 3 s.
-			// eslint-disable-next-line no-await-in-loop
 			await sleep(3000);
 			rss[mode].push(...c.pids.map(pid => rssKb(pid) / 1024));
-			// eslint-disable-next-line no-await-in-loop
 			await c.stop();
 		}
 	}
@@ -60,16 +57,12 @@ async function primary(workers, baseDist, seconds = 20, rounds = 2) {
 	for (let round = 0; round < rounds; round++) {
 		for (const timeout of round % 2 === 0 ? ['30s', '0'] : ['0', '30s']) {
 			// '0': the build before heartbeats (its workers send nothing).
-			// eslint-disable-next-line no-await-in-loop
 			const c = timeout === '0' ? await cluster([], workers, `${baseDist}/src/cli.js`) : await cluster(['--worker-timeout', timeout], workers);
 			// Not waits for anything: 3 s for the start-up to settle, then the window measured.
-			// eslint-disable-next-line no-await-in-loop
 			await sleep(3000);
 			const before = cpuMs([c.proc.pid]);
-			// eslint-disable-next-line no-await-in-loop
 			await sleep(seconds * 1000);
 			used[timeout].push((cpuMs([c.proc.pid]) - before) / (seconds * 1000) * 100);
-			// eslint-disable-next-line no-await-in-loop
 			await c.stop();
 		}
 	}
@@ -97,7 +90,6 @@ async function load(port, ms, connections = 20) {
 	const loop = async () => {
 		while (performance.now() < until) {
 			const sentAt = performance.now();
-			// eslint-disable-next-line no-await-in-loop
 			await new Promise((resolve, reject) => {
 				http.get({port, host: '127.0.0.1', agent, path: '/'}, response => {
 					response.resume();
@@ -118,11 +110,8 @@ async function counter(distA, distB, rounds = 8) {
 	const result = {[distA]: {rps: [], p99: []}, [distB]: {rps: [], p99: []}};
 	for (let round = 0; round < rounds; round++) {
 		for (const dist of round % 2 === 0 ? [distA, distB] : [distB, distA]) {
-			// eslint-disable-next-line no-await-in-loop
 			const {proc, port} = await server(dist);
-			// eslint-disable-next-line no-await-in-loop
 			await load(port, 500);
-			// eslint-disable-next-line no-await-in-loop
 			const {rps, p99} = await load(port, 2000);
 			result[dist].rps.push(rps);
 			result[dist].p99.push(p99);

@@ -108,7 +108,6 @@ async function round(specs, total, index = 0) {
 			const spec = specs[name];
 			const proc = start(spec.args, {env: spec.env});
 			live[name] = {spec, proc, stop: () => {}};
-			// eslint-disable-next-line no-await-in-loop
 			const {port, ...extra} = await spec.ready(proc);
 			if (spec.pinTo) {
 				pin(proc.pid, spec.pinTo);
@@ -126,7 +125,6 @@ async function round(specs, total, index = 0) {
 		// at bd6b5bb); in turns, identical builds measure within 3 % of each other.
 		for (let chunk = 0; chunk < CHUNKS; chunk++) {
 			for (const name of inTurn(names, chunk)) {
-				// eslint-disable-next-line no-await-in-loop
 				await live[name].spec.send(live[name].port, per);
 			}
 		}
@@ -143,7 +141,6 @@ async function round(specs, total, index = 0) {
 				const busyBefore = machineBusyMs();
 				const selfBefore = process.cpuUsage();
 				// One at a time by design: two loads at once would share the cores.
-				// eslint-disable-next-line no-await-in-loop
 				const result = await spec.send(port, per);
 				const cpu = cpuNs(pids) - cpuBefore;
 				const all = cpuNs(allPids) - allBefore;
@@ -178,7 +175,6 @@ async function round(specs, total, index = 0) {
 async function alternate(specs, {rounds, total, label, describe, first = 0}) {
 	const all = [];
 	for (let index = 0; index < rounds; index++) {
-		// eslint-disable-next-line no-await-in-loop
 		const result = await round(specs, total, first + index);
 		all.push({result, foreign: Math.max(...Object.values(result).map(r => r.foreign))});
 		log(`  ${label} round ${index + 1}: ${describe(result)}; foreign load ${all.at(-1).foreign.toFixed(2)} cores`);
@@ -312,7 +308,6 @@ export async function figureCluster(report, {rounds, scale, twin = false, newCon
 
 	const all = [];
 	for (let index = 0; index < rounds; index++) {
-		// eslint-disable-next-line no-await-in-loop
 		const [result] = (await alternate(await roundSpecs(), {rounds: 1, first: index, total, label: `cluster ${index + 1}/${rounds}`, describe: r => Object.entries(r).map(([name, {cpuUs}]) => `${name} ${cpuUs.toFixed(1)} us`).join(', ')}));
 		all.push(result);
 	}

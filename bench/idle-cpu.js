@@ -69,7 +69,6 @@ const results = Object.fromEntries(names.map(name => [name, []]));
 for (let round = 0; round < ROUNDS; round++) {
 	for (let i = 0; i < names.length; i++) {
 		const name = names[(round + i) % names.length];
-		// eslint-disable-next-line no-await-in-loop
 		results[name].push(await idleCpu(CASES[name]));
 	}
 }

@@ -123,7 +123,6 @@ export async function figureInstructions(report, {rounds = 3, cases = ['keep-ali
 			const result = {};
 			// The order turns from round to round, as in hot-path.js.
 			for (const name of inTurn(names, index)) {
-				// eslint-disable-next-line no-await-in-loop
 				result[name] = await count(testCase, ...targets[name]);
 			}
 

@@ -119,7 +119,6 @@ for (const name of names) {
 	console.error(`${name}: ${distribution.description}; ${lbs} load balancers, ${terminations} terminations, --reject-period ${s(rejectPeriodMs)}, adaptive ${values.adaptive}`);
 	current = new Cleanup();
 	try {
-		// eslint-disable-next-line no-await-in-loop
 		const run = await runLbDelays({
 			pod: gracefulClusterPod({cli, app, cwd: root, rejectPeriodMs, adaptive}),
 			distribution,
@@ -140,7 +139,6 @@ for (const name of names) {
 		console.error(`${name}: the run failed: ${error.stack}`);
 		process.exitCode = 2;
 	} finally {
-		// eslint-disable-next-line no-await-in-loop
 		await current.run();
 	}
 }

@@ -193,7 +193,6 @@ function startLoad(port, {rate, clients, timeoutMs}) {
 	const loop = async kind => {
 		while (!stopped) {
 			const startedAt = performance.now();
-			// eslint-disable-next-line no-await-in-loop
 			const outcome = await get(port, '/', kind === 'keep-alive' ? agent : false, timeoutMs);
 			const endedAt = performance.now();
 			let answer;
@@ -209,7 +208,6 @@ function startLoad(port, {rate, clients, timeoutMs}) {
 			}
 
 			// Pacing, not a wait for an event: one request per interval and client.
-			// eslint-disable-next-line no-await-in-loop
 			await delay(Math.max(0, startedAt + intervalMs - performance.now()));
 		}
 	};
@@ -368,7 +366,6 @@ try {
 		const reload = {i, release: target.release, flipped, hupAt: performance.now()};
 		reloads.push(reload);
 		cluster.signal('SIGHUP');
-		// eslint-disable-next-line no-await-in-loop
 		const end = await cluster.waitFor(isReloadEnd, {count: i, timeout: reloadTimeout, what: `the end of reload ${i}`});
 		reload.outcome = end.msg === 'reload finished' ? 'finished' : 'failed';
 		reload.msg = end.msg;
@@ -377,13 +374,11 @@ try {
 		reload.endedAt = end.at;
 		retired += Number(end.replaced ?? 0);
 		if (retired > 0) {
-			// eslint-disable-next-line no-await-in-loop
 			await cluster.waitFor(isRetiredExit, {count: retired, timeout: reloadTimeout, what: `the exit of reload ${i}'s old workers`});
 		}
 
 		reload.settledAt = performance.now();
 		// Requests that start from now on can only reach this reload's workers.
-		// eslint-disable-next-line no-await-in-loop
 		await load.completedSince(reload.settledAt, config.settle);
 		const so = countBy(load.requests, failureKind);
 		const failed = Object.values(so).reduce((a, b) => a + b, 0);

@@ -108,7 +108,6 @@ for (const variant of variants) {
 		for (let round = 1; round <= rounds; round++) {
 			current = new Cleanup();
 			try {
-				// eslint-disable-next-line no-await-in-loop
 				const result = await runRollout({
 					variant,
 					scenario,
@@ -120,7 +119,6 @@ for (const variant of variants) {
 			} catch (error) {
 				console.error(`[${round}/${rounds}] ${variant.name}, config ${scenario.id}: the run failed: ${error.stack}`);
 			} finally {
-				// eslint-disable-next-line no-await-in-loop
 				await current.run();
 			}
 		}

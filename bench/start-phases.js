@@ -104,14 +104,12 @@ const record = (name, figures) => {
 
 for (let round = 0; round < ROUNDS + 1; round++) {
 	for (const build of builds) {
-		// eslint-disable-next-line no-await-in-loop
 		const run = await primaryRun([build.cli, '-w', '2', HELLO]);
 		if (round > 0) {
 			record(`graceful-cluster -w 2 [${build.label}]`, run);
 		}
 	}
 
-	// eslint-disable-next-line no-await-in-loop
 	const hand = await primaryRun([CLUSTER]);
 	if (round > 0) {
 		record('hand-written node:cluster primary', hand);
@@ -127,10 +125,8 @@ process.stdout.write(`\nin a worker, one at a time (${ROUNDS} workers per build,
 const bare = [];
 const workers = Object.fromEntries(builds.map(build => [build.label, []]));
 for (let round = 0; round < ROUNDS; round++) {
-	// eslint-disable-next-line no-await-in-loop
 	bare.push(...(await workerRuns([], undefined, 1)).map(([first]) => first));
 	for (const build of builds) {
-		// eslint-disable-next-line no-await-in-loop
 		workers[build.label].push(...await workerRuns(build.preload, build.helper, 1));
 	}
 }

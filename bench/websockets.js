@@ -64,7 +64,6 @@ try {
 				ws.once('close', resolve);
 			});
 		});
-		// eslint-disable-next-line no-await-in-loop
 		await Promise.all(batch);
 	}
 
@@ -79,7 +78,6 @@ try {
 	const exitAt = cli.exit?.at;
 	// This process handles all 10,000 client ends: give it time to read them.
 	for (let waited = 0; waited < 20_000 && clients.some(client => client.closedAt === undefined); waited += 100) {
-		// eslint-disable-next-line no-await-in-loop
 		await sleep(100);
 	}
 

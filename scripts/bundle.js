@@ -161,7 +161,6 @@ const noteInputs = metafile => {
 };
 
 for (const [name, {base, ...options}] of Object.entries(builds)) {
-	// eslint-disable-next-line no-await-in-loop
 	const {metafile} = await build({...common, ...options});
 	const {outdir} = options;
 	noteInputs(metafile);

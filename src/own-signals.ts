@@ -11,7 +11,7 @@
 /** Marks a listener of ours; `Symbol.for`, as the CLI's two bundle files each may hold a copy of this module. */
 const OWN = Symbol.for('graceful-cluster.own-signal-listener');
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a listener typed for its event, as process.on() takes one
 type Listener = (...args: any[]) => void;
 
 export function own<T extends Listener>(listener: T): T {

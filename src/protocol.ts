@@ -221,6 +221,7 @@ interface KindTypes {
 
 /** The kinds that fit field `K` of `M`: its type, and `?` exactly where it is optional. */
 type KindsFor<M, K extends keyof M> = {
+	// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- `{} extends Pick<M, K>` holds exactly when K is optional
 	[Kind in FieldKind]: (Kind extends `${string}?` ? true : false) extends ({} extends Pick<M, K> ? true : false)
 		? (NonNullable<M[K]> extends KindTypes[Kind] ? Kind : never)
 		: never;

@@ -30,7 +30,7 @@ const ALB_IDLE_TIMEOUT_DEFAULT_S = 60;
 const BIN = (JSON.parse(read('package.json')) as {bin: Record<string, string>}).bin['graceful-cluster']!;
 const CLI_IN_NODE_MODULES = `node_modules/graceful-cluster/${BIN}`;
 
-type Doc = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Doc = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed YAML, read field by field
 
 function manifests(): Doc[] {
 	const docs: Doc[] = [];
@@ -322,7 +322,7 @@ const systemdAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
 	writeFileSync(unit, read(UNIT).replace('ExecStart=/usr/bin/node ', `ExecStart=${process.execPath} `));
 	const result = await promisify(execFile)('systemd-analyze', ['verify', unit]).then(
 		({stderr}) => ({ok: true, stderr}),
-		(error: {stderr?: string}) => ({ok: false, stderr: error.stderr ?? String(error)}),
+		(error: Error & {stderr?: string}) => ({ok: false, stderr: error.stderr ?? String(error)}),
 	);
 	t.true(result.ok, result.stderr);
 	t.is(result.stderr.trim(), '', 'no warnings');

@@ -44,7 +44,6 @@ async function load(port: number, route: string, count: number, concurrency = 3)
 	await Promise.all(Array.from({length: concurrency}, async () => {
 		while (next < count) {
 			next++;
-			// eslint-disable-next-line no-await-in-loop
 			responses.push(await client(url(port, route)));
 		}
 	}));
@@ -132,7 +131,6 @@ test.serial('WebSocket (ws): examples/websocket/server.js closes its WebSockets 
 	let echoed = 0;
 	const loops = sockets.map(async socket => {
 		while (socket.ws.readyState === socket.ws.OPEN) {
-			// eslint-disable-next-line no-await-in-loop
 			const reply = await Promise.race([socket.echo(`m${echoed}`), socket.closed.then(() => undefined)]);
 			if (reply !== undefined) {
 				echoed++;

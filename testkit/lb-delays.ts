@@ -623,7 +623,6 @@ export async function runLbDelays(options: LbRunOptions, cleanup: Cleanup): Prom
 		for (let index = 0; index < options.terminations; index++) {
 			const delaysMs = options.distribution.draw(random, lbCount);
 			const maxDelayMs = Math.max(...delaysMs);
-			// eslint-disable-next-line no-await-in-loop
 			await sleep(options.warmupMs ?? 3000);
 
 			const signalAt = pod1.signal('SIGTERM');
@@ -636,7 +635,6 @@ export async function runLbDelays(options: LbRunOptions, cleanup: Cleanup): Prom
 				}
 			});
 
-			// eslint-disable-next-line no-await-in-loop
 			const exit = await pod1.exitWithin(exitTimeoutMs);
 			if (!exit) {
 				log(`termination ${index + 1}: pod 1 did not exit within ${exitTimeoutMs} ms of the signal; killing it`);
@@ -645,7 +643,6 @@ export async function runLbDelays(options: LbRunOptions, cleanup: Cleanup): Prom
 
 			const exitAt = exit?.at ?? performance.now();
 			// A late load balancer keeps sending to the dead pod until its own delay is over.
-			// eslint-disable-next-line no-await-in-loop
 			await sleep(Math.max(0, signalAt + maxDelayMs + 300 - performance.now()));
 
 			const termination = measure({
@@ -657,10 +654,8 @@ export async function runLbDelays(options: LbRunOptions, cleanup: Cleanup): Prom
 
 			if (index + 1 < options.terminations) {
 				// The replacement, on the same port once the old pod let go of it.
-				// eslint-disable-next-line no-await-in-loop
 				await waitUntil(async () => !(await isListening(port1)), {timeout: 10_000, interval: 50, what: 'pod 1\'s port free for the replacement'});
 				pod1 = startPod1();
-				// eslint-disable-next-line no-await-in-loop
 				await waitReady(port1, '/readyz', pod1);
 				for (const lb of lbs) {
 					lb.addPod1();

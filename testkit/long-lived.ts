@@ -58,6 +58,7 @@ export function openWs(url: string): WsClient {
 		async echo(text) {
 			const reply = new Promise<string>(resolve => {
 				ws.once('message', data => {
+					// eslint-disable-next-line @typescript-eslint/no-base-to-string -- ws hands a text frame over as a Buffer
 					resolve(String(data));
 				});
 			});

@@ -262,12 +262,10 @@ export interface PollOptions {
 export async function eventually(condition: () => boolean | Promise<boolean>, {timeout, interval = 50}: PollOptions): Promise<boolean> {
 	const deadline = performance.now() + timeout;
 	while (performance.now() < deadline) {
-		// eslint-disable-next-line no-await-in-loop
 		if (await condition()) {
 			return true;
 		}
 
-		// eslint-disable-next-line no-await-in-loop
 		await sleep(Math.min(interval, Math.max(0, deadline - performance.now())));
 	}
 

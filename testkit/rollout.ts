@@ -33,7 +33,6 @@ export class Cleanup {
 	async run(): Promise<void> {
 		while (this.actions.length > 0) {
 			try {
-				// eslint-disable-next-line no-await-in-loop
 				await this.actions.pop()!();
 			} catch {}
 		}
@@ -269,7 +268,6 @@ export class Load {
 		let n = index;
 		while (this.running) {
 			const post = n++ % 2 === 1;
-			// eslint-disable-next-line no-await-in-loop
 			const reply = await send({
 				port: this.port,
 				method: post ? 'POST' : 'GET',
@@ -281,7 +279,6 @@ export class Load {
 			this.tally.add(classify(reply, body => body === (post ? String(POST_BODY.length) : 'hello')), post ? 'POST /echo' : 'GET /', reply);
 			if (this.options.thinkMs > 0) {
 				// The client's think time: the load's pace, not a wait for anything.
-				// eslint-disable-next-line no-await-in-loop
 				await sleep(this.options.thinkMs);
 			}
 		}
@@ -342,19 +339,16 @@ export class WsLoad {
 		while (this.running) {
 			const client = openWs(`ws://127.0.0.1:${this.port}${this.path}`);
 			try {
-				// eslint-disable-next-line no-await-in-loop
 				await client.opened;
 			} catch (error) {
 				if (error instanceof HandshakeRejected && error.status === 503 && error.headers['retry-after'] !== undefined) {
 					this.counts.retriedAfter503++;
 					// What a reconnecting client does: it waits as long as Retry-After says.
-					// eslint-disable-next-line no-await-in-loop
 					await sleep(Number(error.headers['retry-after']) * 1000);
 				} else if (this.running) {
 					this.counts.failedConnects++;
 					this.failures.push(error instanceof HandshakeRejected ? `handshake ${error.status}` : String((error as NodeJS.ErrnoException).code ?? error));
 					// A reconnecting client's back-off after a failed handshake.
-					// eslint-disable-next-line no-await-in-loop
 					await sleep(200);
 				}
 
@@ -368,17 +362,14 @@ export class WsLoad {
 				closed = true;
 			});
 			while (!closed && this.running) {
-				// eslint-disable-next-line no-await-in-loop
 				const reply = await Promise.race([client.echo('ping'), client.closed.then(() => undefined), sleep(5000).then(() => 'timeout')]);
 				if (reply === 'ping') {
 					this.counts.echoes++;
 				}
 
-				// eslint-disable-next-line no-await-in-loop
 				await sleep(this.thinkMs);
 			}
 
-			// eslint-disable-next-line no-await-in-loop
 			const {code} = await client.closed;
 			this.open.delete(client);
 			if (this.running || code !== 1000) {

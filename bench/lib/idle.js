@@ -43,7 +43,6 @@ export async function openIdle(port, count, {batch = 200, timeoutMs = 120_000} =
 	const deadline = performance.now() + timeoutMs;
 	const conns = [];
 	for (let i = 0; i < count && performance.now() < deadline; i += batch) {
-		// eslint-disable-next-line no-await-in-loop
 		conns.push(...await Promise.all(Array.from({length: Math.min(batch, count - i)}, () => openOne(port))));
 	}
 

@@ -133,14 +133,12 @@ export async function measure(cases, {rounds = 15, warmup = 2, env = process.env
 		const order = [...names.slice(shift), ...names.slice(0, shift)];
 		for (const name of order) {
 			// One after the other by design: two at once would share the 2 cores.
-			// eslint-disable-next-line no-await-in-loop
 			const ms = await once(cases[name], env, cpu && round >= 0 ? value => (cpu[name] ??= []).push(value) : undefined);
 			if (round >= 0) {
 				samples[name].push(ms);
 			}
 
 			// Let the killed group's exit settle before the next spawn.
-			// eslint-disable-next-line no-await-in-loop
 			await sleep(30);
 		}
 	}

@@ -195,7 +195,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 	 */
 	async running(record: WorkerRecord): Promise<boolean> {
 		while (record.health === undefined && isPlaced(record.state)) {
-			// eslint-disable-next-line no-await-in-loop
+			// eslint-disable-next-line no-await-in-loop -- waits for the worker's next event, then looks again
 			await pEvent(this, ['message', 'gone'], {filter: (other: unknown) => other === record, rejectionEvents: []});
 		}
 
@@ -214,7 +214,7 @@ export class Fleet extends EventEmitter<FleetEvents> {
 				return true;
 			}
 
-			// eslint-disable-next-line no-await-in-loop
+			// eslint-disable-next-line no-await-in-loop -- waits for the worker's next event, then looks again
 			await pEvent(this, ['address', 'message', 'gone', 'killed'], {filter: (other: unknown) => other === record, rejectionEvents: []});
 		}
 	}

@@ -43,6 +43,7 @@ export function prettyLine(prettify: Prettify, line: string): string | undefined
 	// "worker 3: msg" for a worker's own lines, "primary: msg" for the primary's
 	// (whose lines about a worker keep their `worker` field).
 	const {role, worker, pid: _pid, ...rest} = parsed as Record<string, unknown>;
+	// eslint-disable-next-line @typescript-eslint/no-base-to-string -- fields of a parsed JSON line: a number or a string
 	const source = role === 'worker' && worker !== undefined ? `worker ${String(worker)}` : String(role ?? 'app');
 	try {
 		return prettify({...rest, ...(role !== 'worker' && worker !== undefined ? {worker} : {}), source});

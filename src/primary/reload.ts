@@ -225,7 +225,7 @@ export async function reload({fleet, replacer, logger, timers, signal, by}: Relo
 	for (const record of old) {
 		// A member still starting is replaced once it listens; one that never does is the supervisor's to restart.
 		// One that serves nothing (`--listen-timeout 0`) is replaced as it is.
-		// eslint-disable-next-line no-await-in-loop
+		// eslint-disable-next-line no-await-in-loop -- one worker at a time: a rolling reload
 		if (record.state.name === 'starting' && !replacer.servesNothing(record) && !(await fleet.started(record))) {
 			continue;
 		}
@@ -240,14 +240,14 @@ export async function reload({fleet, replacer, logger, timers, signal, by}: Relo
 		}
 
 		// A recycle may be replacing this slot (it started before the reload): wait for it.
-		// eslint-disable-next-line no-await-in-loop
+		// eslint-disable-next-line no-await-in-loop -- one worker at a time: a rolling reload
 		let result = await replacer.replace(record, 'reload', signal, by);
 		while (result.kind === 'busy' && !signal.aborted) {
-			// eslint-disable-next-line no-await-in-loop
+			// eslint-disable-next-line no-await-in-loop -- a poll: wait, then ask again
 			await new Promise(resolve => {
 				timers.timeout(() => resolve(undefined), BUSY_POLL_MS);
 			});
-			// eslint-disable-next-line no-await-in-loop
+			// eslint-disable-next-line no-await-in-loop -- one worker at a time: a rolling reload
 			result = isGone(record) || record.state.name === 'retiring' ? {kind: 'replaced'} : await replacer.replace(record, 'reload', signal, by);
 		}
 

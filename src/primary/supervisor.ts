@@ -10,7 +10,7 @@ import type {Logger} from '../logger.js';
 import {isCleanShutdownCode} from '../signals.js';
 import type {Fleet} from './fleet.js';
 import {
-	exitReason, isServingMember, killReason, lastLive, placeOf, roleOf, type StartReason, type WorkerRecord,
+	exitReason, isServingMember, killReason, lastLive, placeOf, roleOf, type WorkerRecord,
 } from './worker-record.js';
 
 export interface SupervisorOptions {

@@ -87,10 +87,12 @@ export class ExitWatch {
 }
 
 /** Where the app's `'beforeExit'` listeners are: the process's (a test passes its own). */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-function-type -- what process.rawListeners() gives
 export type ExitListeners = () => readonly Function[];
 
 export const processExitListeners: ExitListeners = () => process.rawListeners('beforeExit');
 
+// eslint-disable-next-line @typescript-eslint/no-unsafe-function-type -- what process.rawListeners() gives
 function named(listeners: readonly Function[]): Array<{name: string; listener: (...args: unknown[]) => unknown}> {
 	return listeners.map(raw => {
 		// A `once()` listener comes wrapped; the wrapper removes itself when called.

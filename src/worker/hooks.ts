@@ -55,11 +55,11 @@ export async function runHooks(hooks: readonly NamedHook[], {logger, clock, dead
 				logger.warn({hook: hook.name, runningForMs: Math.round(clock.now() - startedAt)}, 'a shutdown hook is taking more than a second');
 			}, SLOW_HOOK_MS);
 			try {
-				// eslint-disable-next-line no-await-in-loop
+				// eslint-disable-next-line no-await-in-loop -- hooks run one after another, in order
 				await hook.run();
 			} catch (error) {
 				logger.error({err: error, hook: hook.name}, 'a shutdown hook failed; running the rest');
-				// eslint-disable-next-line no-await-in-loop
+				// eslint-disable-next-line no-await-in-loop -- hooks run one after another, in order
 				await onFailure?.(hook.name);
 			}
 

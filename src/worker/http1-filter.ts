@@ -80,7 +80,6 @@ export class RequestFilter implements ServerFilter {
 		});
 		const filter = this;
 		const originalEmit = this.originalEmit;
-		// eslint-disable-next-line func-names
 		server.emit = function (this: Server, event: string | symbol, request?: unknown, response?: unknown): boolean {
 			if (event === 'request') {
 				if (filter.intercept(request as IncomingMessage, response as ServerResponse)) {
@@ -103,7 +102,7 @@ export class RequestFilter implements ServerFilter {
 				return true;
 			}
 
-			// eslint-disable-next-line prefer-rest-params
+			// eslint-disable-next-line prefer-rest-params -- every argument emit() was given, however many
 			return Reflect.apply(originalEmit, this, arguments) as boolean;
 		} as Server['emit'];
 		server.on('checkContinue', gracefulClusterCheckContinue);

@@ -33,7 +33,6 @@ export class ServerClose {
 		this.own = Object.hasOwn(server, 'close');
 		this.ownTimeouts = tuneKeepAlive(server, keepAliveTimeoutMs);
 		const close = this;
-		// eslint-disable-next-line func-names
 		server.close = function (this: Server, ...args: unknown[]): Server {
 			const callback = args[0] as CloseCallback | undefined;
 			if (close.state.name === 'closed') {

@@ -93,7 +93,6 @@ export class Http2Filter implements ServerFilter {
 		this.answers = new DrainAnswers(options.retryAfterSeconds);
 		const filter = this;
 		server.on('session', this.sessions.add);
-		// eslint-disable-next-line func-names
 		server.emit = function (this: Http2AnyServer, event: string | symbol, a?: unknown, b?: unknown, c?: unknown, d?: unknown): boolean {
 			if (event === 'stream') {
 				if (filter.intercept(a as ServerHttp2Stream, b as IncomingHttpHeaders)) {
@@ -116,7 +115,7 @@ export class Http2Filter implements ServerFilter {
 				return (ownEmit as EmitRequest).call(this, event, a, b);
 			}
 
-			// eslint-disable-next-line prefer-rest-params
+			// eslint-disable-next-line prefer-rest-params -- every argument emit() was given, however many
 			return Reflect.apply(ownEmit, this, arguments) as boolean;
 		} as Http2AnyServer['emit'];
 	}

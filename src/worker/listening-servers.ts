@@ -27,7 +27,6 @@ export function followServers(take: (server: net.Server) => boolean, apart: (ser
 	const host = cluster as unknown as {_getServer?: GetServer};
 	const getServer = host._getServer;
 	if (typeof getServer === 'function') {
-		// eslint-disable-next-line func-names
 		host._getServer = function (this: unknown, server: unknown, ...rest: unknown[]): unknown {
 			// A dgram socket asks too: not a server of ours.
 			if (server instanceof net.Server) {
@@ -44,7 +43,6 @@ export function followServers(take: (server: net.Server) => boolean, apart: (ser
 		// node:cluster reaches too.
 		const listen2 = (net.Server.prototype as {_listen2?: (...args: unknown[]) => unknown})._listen2;
 		if (typeof listen2 === 'function') {
-			// eslint-disable-next-line func-names
 			(net.Server.prototype as {_listen2?: unknown})._listen2 = function (this: net.Server, ...args: unknown[]): unknown {
 				if (!asked.has(this)) {
 					asked.add(this);
@@ -124,7 +122,6 @@ function closeAgainSucceeds(server: net.Server): void {
 	});
 	// Whatever `close` is in place (a library's own included) stays the one a first close calls.
 	const close = server.close;
-	// eslint-disable-next-line func-names
 	server.close = function (this: net.Server, ...args: unknown[]): net.Server {
 		if (this.listening || state === 'unopened') {
 			return Reflect.apply(close, this, args) as net.Server;

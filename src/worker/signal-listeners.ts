@@ -25,6 +25,7 @@ export interface SignalListeners {
 	/** The bootstrap calls them (a worker whose app never attached) until `attach()` claims them. */
 	owner: 'bootstrap' | 'attach';
 	/** One of graceful-cluster's own listeners, which the app's `removeAllListeners()` leaves in place. */
+	// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a listener typed for its event, as process.on() takes one
 	listenOurselves(event: string, listener: (...args: any[]) => void): void;
 	readonly ran: Set<HeldListener>;
 	/**

@@ -29,9 +29,7 @@ function node(port: number, address: string) {
 	});
 	const loop = (async () => {
 		while (!stopped) {
-			// eslint-disable-next-line no-await-in-loop
 			await one();
-			// eslint-disable-next-line no-await-in-loop
 			await new Promise(resolve => {
 				setTimeout(resolve, 20);
 			});
@@ -57,7 +55,6 @@ async function drainWithNodes(t: ExecutionContext, adaptive: 'on' | 'off' | 'def
 	// and 5 s of looking: a pod that has counted less than 10 s by the end waits until it has.
 	const startedAt = Date.now();
 	while (early.outcomes.length < 30 || late.outcomes.length < 30 || Date.now() - startedAt < 5000) {
-		// eslint-disable-next-line no-await-in-loop
 		await new Promise(resolve => {
 			setTimeout(resolve, 50);
 		});

@@ -106,7 +106,6 @@ test('a worker that crashes in the reject phase: the 503s it wrote just before a
 	// Within a few milliseconds, well inside one report interval (250 ms).
 	let seen = 0;
 	for (let index = 0; index < 5; index++) {
-		// eslint-disable-next-line no-await-in-loop
 		const response = await client(`http://127.0.0.1:${app.port}/`);
 		t.is(response.statusCode, 503);
 		seen++;
@@ -125,7 +124,6 @@ test('a queue consumer with --listen-timeout 0 reloads: each new worker is ready
 	app.kill('SIGHUP');
 	t.like(await app.waitForLog('reload finished'), {replaced: 2});
 	for (const pid of old) {
-		// eslint-disable-next-line no-await-in-loop
 		await app.waitForLog(line => line.pid === pid && line.msg === 'fixture consumer stopped');
 	}
 

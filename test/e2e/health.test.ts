@@ -19,7 +19,6 @@ async function sample(port: number, ms: number): Promise<{pids: Map<number, numb
 	const until = Date.now() + ms;
 	while (Date.now() < until) {
 		try {
-			// eslint-disable-next-line no-await-in-loop
 			const pid = Number((await quick(url(port, '/pid'))).body);
 			pids.set(pid, (pids.get(pid) ?? 0) + 1);
 		} catch {
@@ -226,7 +225,6 @@ test.serial('recycling by --max-memory-restart under keep-alive load: zero faile
 	await recycleUnderLoad(t, ['--max-memory-restart', '150M'], 'memory', async port => {
 		// Each connection goes to the next worker (round-robin): both grow past the limit.
 		for (let i = 0; i < 2; i++) {
-			// eslint-disable-next-line no-await-in-loop
 			await client(url(port, '/alloc?mb=160'));
 		}
 	});

@@ -167,7 +167,6 @@ test.serial('h2c: --max-requests counts HTTP/2 requests: the worker is recycled 
 	const app = await start(t, 'h2c', {options: ['--max-requests', '20']});
 	const client = connect(t, app.port);
 	for (let index = 0; index < 25; index++) {
-		// eslint-disable-next-line no-await-in-loop
 		t.like(await client.request('/'), {status: 200});
 	}
 

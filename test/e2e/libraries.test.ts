@@ -156,7 +156,6 @@ test('NestJS, kill -HUP to the group: the reload serves throughout; each retirin
 	let running = true;
 	const load = (async () => {
 		while (running) {
-			// eslint-disable-next-line no-await-in-loop
 			const response = await client(url(proc.port, '/slow?ms=0')).catch(() => undefined);
 			if (response?.statusCode === 200) {
 				served++;

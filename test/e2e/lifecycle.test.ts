@@ -33,9 +33,7 @@ test('restart delays grow exponentially, capped', async t => {
 	const delays: unknown[] = [];
 	for (let crash = 1; crash <= 4; crash++) {
 		void client(url(port, '/crash')).catch(() => undefined);
-		// eslint-disable-next-line no-await-in-loop
 		delays.push((await app.waitForLog('restarting worker', {count: crash}))['delayMs']);
-		// eslint-disable-next-line no-await-in-loop
 		await app.waitForLog('worker listening', {count: crash + 1});
 	}
 

@@ -187,26 +187,19 @@ test.serial('serve phase: new WebSockets still reach the app; they are closed wi
 test.serial('reload (SIGHUP): the retiring worker\'s WebSockets get 1012 when its linger ends, with or without onDrain; new ones reach the new worker', async t => {
 	t.timeout(60_000);
 	for (const onDrain of ['0', '1']) {
-		// eslint-disable-next-line no-await-in-loop
 		const app = await startCluster(t, ['--reject-period', '500ms', '--grace-period', '20s'], APP, {workers: 1, env: {FIXTURE_ON_DRAIN: onDrain}});
 		const old = openWs(`ws://127.0.0.1:${app.port}/ws`);
-		// eslint-disable-next-line no-await-in-loop
 		await old.opened;
 		app.kill('SIGHUP');
-		// eslint-disable-next-line no-await-in-loop
 		const close = await old.closed;
 		t.is(close.code, 1012, `onDrain ${onDrain}`);
 		t.is(close.reason, onDrain === '1' ? 'restarting' : 'server restarting');
-		// eslint-disable-next-line no-await-in-loop
 		await app.waitForLog('reload finished');
 		const fresh = openWs(`ws://127.0.0.1:${app.port}/ws`);
-		// eslint-disable-next-line no-await-in-loop
 		await fresh.opened;
-		// eslint-disable-next-line no-await-in-loop
 		t.is(await fresh.echo('new worker'), 'new worker');
 		t.not(close.code, ABNORMAL_CLOSE);
 		app.kill('SIGTERM');
-		// eslint-disable-next-line no-await-in-loop
 		t.is((await app.exited).code, 0, app.text());
 		if (onDrain === '1') {
 			t.like(app.lines.find(line => line.msg === 'fixture onDrain'), {reason: 'reload', closeCode: 1012});
@@ -268,7 +261,6 @@ test.serial('socket.io\'s long-polling transport under -w 2: one warning for the
 	const two = await startCluster(t, ['--reject-period', '300ms'], APP, {workers: 2});
 	// Each on a new connection: the round-robin spreads them over both workers.
 	for (let i = 0; i < 6; i++) {
-		// eslint-disable-next-line no-await-in-loop
 		await client(url(two.port, poll), {agent: {}, headers: {connection: 'close'}});
 	}
 
@@ -279,7 +271,6 @@ test.serial('socket.io\'s long-polling transport under -w 2: one warning for the
 
 	const one = await startCluster(t, ['--reject-period', '300ms'], APP, {workers: 1});
 	for (let i = 0; i < 3; i++) {
-		// eslint-disable-next-line no-await-in-loop
 		await client(url(one.port, poll), {agent: {}, headers: {connection: 'close'}});
 	}
 

@@ -19,7 +19,6 @@ async function readAll(connection: RawConnection): Promise<RawResponse[]> {
 	const responses: RawResponse[] = [];
 	for (;;) {
 		try {
-			// eslint-disable-next-line no-await-in-loop
 			responses.push(await connection.readResponse());
 		} catch (error) {
 			if (/connection closed before a full response; got ""/.test(String(error))) {

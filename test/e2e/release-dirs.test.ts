@@ -82,7 +82,6 @@ function deployRoot(t: ExecutionContext, {copyHelper = false} = {}): {root: stri
 async function answers(port: number, count = 8): Promise<Answer[]> {
 	const results: Answer[] = [];
 	for (let i = 0; i < count; i++) {
-		// eslint-disable-next-line no-await-in-loop
 		results.push(JSON.parse((await client(url(port, '/'))).body) as Answer);
 	}
 

@@ -98,11 +98,9 @@ function traffic(port: number, {clients = 2, intervalMs = 10, maxMs = 30_000} = 
 	const loop = async (kind: 'keep-alive' | 'new connection') => {
 		while (!stopped && performance.now() < until) {
 			const startedAt = performance.now();
-			// eslint-disable-next-line no-await-in-loop
 			requests.push({kind, startedAt, ...await get(port, '/', kind === 'keep-alive' ? agent : false, 5000)});
 			progress.emit('result');
 			// Pacing, not a wait for anything: each client sends one request per interval.
-			// eslint-disable-next-line no-await-in-loop
 			await delay(Math.max(0, startedAt + intervalMs - performance.now()));
 		}
 	};

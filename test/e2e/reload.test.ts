@@ -74,7 +74,6 @@ test('a replacement that fails to start aborts the reload; the old workers keep 
 	t.is(failed['replaced'], 0);
 	const answered = new Set<number>();
 	for (let i = 0; i < 20; i++) {
-		// eslint-disable-next-line no-await-in-loop
 		answered.add(Number((await client(url(app.port, '/pid'))).body));
 	}
 

@@ -21,9 +21,7 @@ test('an admin port with no code in the app: both servers drained; a request in 
 	app.kill('SIGTERM');
 	await app.waitForLog(line => line.role === 'worker' && line.msg === 'rejecting new requests', {count: 2});
 	for (const each of [port, adminPort]) {
-		// eslint-disable-next-line no-await-in-loop
 		t.like(await client(url(each, '/')), {statusCode: 503, headers: {connection: 'close', 'retry-after': '1'}}, `a new request on ${each}`);
-		// eslint-disable-next-line no-await-in-loop
 		t.is((await client(url(each, '/readyz'))).statusCode, 503, `/readyz on ${each}`);
 	}
 

@@ -20,7 +20,6 @@ test('a worker signalled directly keeps serving and waits for the primary', asyn
 	}
 
 	for (let i = 0; i < 4; i++) {
-		// eslint-disable-next-line no-await-in-loop
 		t.is((await client(url(app.port, '/'))).statusCode, 200);
 	}
 
@@ -76,7 +75,6 @@ test('stray signals to the whole group (SIGALRM, SIGVTALRM, SIGXCPU ...) kill no
 	const ignored = ['SIGALRM', 'SIGVTALRM', 'SIGIO', 'SIGPWR', 'SIGSTKFLT', 'SIGTRAP', 'SIGSYS', 'SIGXCPU'] as const;
 	for (const signal of ignored) {
 		app.killGroup(signal);
-		// eslint-disable-next-line no-await-in-loop
 		await app.waitForLog(line => line.role === 'primary' && line['signal'] === signal && line.level === 'warn');
 	}
 
@@ -143,7 +141,7 @@ test('a NODE_OPTIONS preload\'s SIGTERM listener that exits (OpenTelemetry\'s gu
 	t.is(done.body.length, 100_000);
 	t.is((await app.exited).code, 0, app.text());
 	const ran = app.lines.filter(line => line.msg === 'preload listener ran');
-	t.deepEqual(ran.map(line => `${line['role']} ${line['what']}`), ['worker SIGTERM', 'worker SIGTERM']);
+	t.deepEqual(ran.map(line => `${String(line['role'])} ${String(line['what'])}`), ['worker SIGTERM', 'worker SIGTERM']);
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', served: 1});
 });
 

@@ -8,7 +8,7 @@ import http2 from 'node:http2';
 import {performance} from 'node:perf_hooks';
 import test from 'ava';
 import {freePort, url} from '../../testkit/net.js';
-import {fixture, start, startCluster, type LogLine} from '../helpers/cluster.js';
+import {fixture, startCluster, type LogLine} from '../helpers/cluster.js';
 import {client, rawExchange} from '../helpers/http.js';
 
 const STALL_MS = 1500;

@@ -107,7 +107,7 @@ for (const setting of settings) {
 			files: Object.keys(setting.files),
 		}, undefined, '\t'));
 		const result = await promisify(execFile)(process.execPath, [TSC, '-p', 'tsconfig.json'], {cwd: dir, encoding: 'utf8'})
-			.then(({stdout}) => ({code: 0, stdout}), (error: {code?: number; stdout?: string}) => ({code: error.code, stdout: error.stdout ?? String(error)}));
+			.then(({stdout}) => ({code: 0, stdout}), (error: Error & {code?: number; stdout?: string}) => ({code: error.code, stdout: error.stdout ?? String(error)}));
 		t.is(result.stdout, '', result.stdout);
 		t.is(result.code, 0);
 	});

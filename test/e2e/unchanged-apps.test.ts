@@ -88,7 +88,6 @@ test('a recycle (--max-requests): the retiring worker runs the app\'s SIGTERM cl
 	const proc = await startApp(t, 'config-reload', {workers: 1, options: ['--max-requests', '3']});
 	const [first] = proc.lines.filter(line => line.msg === 'fixture listening').map(line => Number(line['pid']));
 	for (let index = 0; index < 4; index++) {
-		// eslint-disable-next-line no-await-in-loop
 		t.is((await client(url(proc.port, '/'))).statusCode, 200);
 	}
 

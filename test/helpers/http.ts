@@ -66,7 +66,6 @@ export class RawConnection {
 	/** Resolves true once the server has closed the connection (FIN), false on a reset. */
 	async closedByServer(): Promise<'fin' | 'reset'> {
 		while (!this.ended && !this.error) {
-			// eslint-disable-next-line no-await-in-loop
 			await once(this.changes, 'change');
 		}
 
@@ -93,7 +92,6 @@ export class RawConnection {
 				throw new Error(`connection closed before a full response; got ${JSON.stringify(this.buffer)}`);
 			}
 
-			// eslint-disable-next-line no-await-in-loop
 			await once(this.changes, 'change');
 		}
 	}

@@ -118,7 +118,6 @@ export function connect(t: ExecutionContext, port: number, ca?: Buffer): H2Clien
 		},
 		async goaway(count = 1) {
 			while (goaways.length < count) {
-				// eslint-disable-next-line no-await-in-loop
 				await once(session, 'test:goaway');
 			}
 

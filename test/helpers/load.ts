@@ -27,7 +27,6 @@ export function steadyLoad(port: number, {clients = 8, maxMs = 30_000, maxReques
 	const loop = async () => {
 		while (!stopped && Date.now() < until && results.length < maxRequests) {
 			try {
-				// eslint-disable-next-line no-await-in-loop
 				const response = await keepAliveClient(url(port, '/pid'), post ? {method: 'POST', json: {order: results.length}} : {});
 				results.push({status: response.statusCode, pid: Number(response.body), connection: response.headers.connection});
 			} catch (error) {

@@ -48,7 +48,6 @@ test('got with its default retry policy, retrying on the other pod, sees no fail
 		for (let n = client; !stopped; n++) {
 			const port = ports[n % 2]!;
 			try {
-				// eslint-disable-next-line no-await-in-loop
 				const response = await api(url(port, '/'));
 				if (response.body === 'hello') {
 					ok++;
@@ -59,7 +58,6 @@ test('got with its default retry policy, retrying on the other pod, sees no fail
 				failures.push(`${(error as RequestError).code}: ${(error as Error).message}`);
 			}
 
-			// eslint-disable-next-line no-await-in-loop
 			await delay(5);
 		}
 	});

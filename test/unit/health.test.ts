@@ -16,7 +16,7 @@ import {captureAfter, heartbeatOptionsFromEnv} from '../../src/worker/heartbeat.
 import {parseSize} from '../../src/values.js';
 import {UsageError} from '../../src/errors.js';
 import {parseOptions} from '../helpers/args.js';
-import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush, type FakeWorker} from '../helpers/fakes.js';
+import {captureLogger, FAKE_TIMELINE, fakeEdges, fakePrimary, flush} from '../helpers/fakes.js';
 
 const TIMELINE = FAKE_TIMELINE;
 const TIMEOUT = 5000;

@@ -113,7 +113,6 @@ test('drain: a response that closes without completing counts as aborted, never 
 	for (const [index, path] of paths.entries()) {
 		const held = r.held();
 		connections[index]!.socket.write(`GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`);
-		// eslint-disable-next-line no-await-in-loop
 		await held;
 	}
 
@@ -150,13 +149,10 @@ test('drain: a response the app ended whole, then cut while still in the socket\
 		},
 	};
 	for (const [name, cutSocket] of Object.entries(cuts)) {
-		// eslint-disable-next-line no-await-in-loop
 		const r = await rig(t);
-		// eslint-disable-next-line no-await-in-loop
 		const connection = await RawConnection.open(r.port);
 		const held = r.held();
 		connection.socket.write('GET /hold-big HTTP/1.1\r\nHost: x\r\n\r\n');
-		// eslint-disable-next-line no-await-in-loop
 		await held;
 		connection.socket.pause();
 		let received = 0;
@@ -169,10 +165,8 @@ test('drain: a response the app ended whole, then cut while still in the socket\
 		response.setHeader('Content-Length', size);
 		response.end(Buffer.alloc(size));
 		cutSocket(response.socket!);
-		// eslint-disable-next-line no-await-in-loop
 		await closed;
 		connection.socket.resume();
-		// eslint-disable-next-line no-await-in-loop
 		await once(connection.socket, 'close');
 		t.true(received < size, `${name}: the client got ${received} of ${size} bytes`);
 		t.true(response.writableFinished, `${name}: Node says the response finished`);
@@ -234,7 +228,6 @@ test('a rejected upload gets its 503, not a reset: the body is read before the c
 	const r = await rig(t);
 	r.filter.setMode(Mode.REJECT);
 	for (const size of [64 * 1024, 10 * 1024 * 1024]) {
-		// eslint-disable-next-line no-await-in-loop
 		const response = await client.post(r.url('/upload'), {body: Buffer.alloc(size, 'x')});
 		t.is(response.statusCode, 503, `${size} bytes`);
 		t.is(response.headers['retry-after'], '7');
@@ -605,7 +598,6 @@ test('retiring (a reload): on kept-alive connections, an ordinary request is ser
 	// Kept alive before the reload, as a client about to reuse one has it.
 	const connections = await Promise.all([0, 1, 2, 3].map(async () => RawConnection.open(r.port)));
 	for (const connection of connections) {
-		// eslint-disable-next-line no-await-in-loop
 		t.is((await connection.request('/before')).headers['connection'], 'keep-alive');
 	}
 

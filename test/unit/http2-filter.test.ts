@@ -274,7 +274,6 @@ test('serving, a stream counts for its peer only where something reads the peers
 		const sessions: Array<ServerHttp2Session & Counted> = [];
 		server.on('session', session => sessions.push(session));
 		server.listen(0, '127.0.0.1');
-		// eslint-disable-next-line no-await-in-loop
 		await once(server, 'listening');
 		t.teardown(() => {
 			filter.closeConnections();
@@ -282,7 +281,6 @@ test('serving, a stream counts for its peer only where something reads the peers
 		});
 		const client = connect(t, (server.address() as net.AddressInfo).port);
 		for (const path of ['/', '/a', '/readyz', '/b']) {
-			// eslint-disable-next-line no-await-in-loop
 			t.is((await client.request(path)).status, 200);
 		}
 
@@ -476,7 +474,6 @@ test('retiring: streams sent after the session\'s notice never reach the filter 
 	// Sent in the same tick: after the server sent the notice, before the client read it.
 	const late = [client.request('/events', {headers: {accept: 'text/event-stream'}}), client.request('/plain')];
 	for (const request of late) {
-		// eslint-disable-next-line no-await-in-loop
 		const error = await t.throwsAsync(request);
 		t.regex(String(error?.message), /REFUSED_STREAM/);
 	}
@@ -604,7 +601,6 @@ test('the shipped helper writes no HTTP/2 pseudo-header name as a literal of its
 	const files = (await readdir(directory)).filter(name => name.endsWith('.js') || name.endsWith('.cjs'));
 	t.true(files.length >= 3, `the worker bundle is there: ${files.join(', ')}`);
 	for (const name of files) {
-		// eslint-disable-next-line no-await-in-loop
 		const code = await readFile(path.join(directory, name), 'utf8');
 		t.deepEqual(code.match(/(["'`]):(?:status|path|method|protocol|authority|scheme)\1/g) ?? [], [], name);
 	}

@@ -194,11 +194,9 @@ test('an app metric named with our prefix is left out (two series of one name wo
 		const answered = new Set<unknown>();
 		const scrape = metrics.scrape();
 		for (const worker of workers) {
-			// eslint-disable-next-line no-await-in-loop
 			answer(worker, await withOurs(), answered);
 		}
 
-		// eslint-disable-next-line no-await-in-loop
 		const text = await scrape;
 		t.is(text.match(/^# TYPE graceful_cluster_worker_starts_total /gm)?.length, 1, 'ours alone');
 		t.is(sample(text, 'app_hits_total{route="/"}'), 2);

@@ -836,7 +836,6 @@ test('reload then drain: what the retired workers counted for the reload stays o
 	p.edges.signal('SIGHUP');
 	for (let index = 4; index < 8; index++) {
 		p.cluster.workers[index]!.attach().listen();
-		// eslint-disable-next-line no-await-in-loop
 		await flush();
 	}
 
@@ -872,7 +871,6 @@ test('reload then drain: a retiree\'s hook that failed just before it read the s
 	p.edges.signal('SIGHUP');
 	for (const index of [2, 3]) {
 		p.cluster.workers[index]!.attach().listen();
-		// eslint-disable-next-line no-await-in-loop
 		await flush();
 	}
 

@@ -12,7 +12,6 @@ import {captureLogger} from '../helpers/fakes.js';
 /** Resolves once `done()` holds, looking after each turn of the event loop. */
 async function until(done: () => boolean): Promise<void> {
 	while (!done()) {
-		// eslint-disable-next-line no-await-in-loop
 		await new Promise(resolve => {
 			setImmediate(resolve);
 		});

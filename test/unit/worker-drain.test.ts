@@ -281,7 +281,6 @@ test('the app\'s own signal listeners run after the onShutdown hooks, when every
 	r.clock.advance(0);
 	t.deepEqual(order, ['hooks message 0/0']);
 	for (let turn = 0; turn < 10 && !order.includes('finish'); turn++) {
-		// eslint-disable-next-line no-await-in-loop
 		await nextTurn();
 	}
 
@@ -343,7 +342,6 @@ test('failed hooks and app listeners are counted, each passed to the host before
 	r.drain.retire(0, 'SIGUSR2');
 	r.clock.advance(0);
 	for (let turn = 0; turn < 10 && summary === undefined; turn++) {
-		// eslint-disable-next-line no-await-in-loop
 		await nextTurn();
 	}
 
@@ -598,7 +596,6 @@ test.serial('the app\'s beforeExit listeners run last, once, awaited; one that r
 	r.drain.begin({servePeriodMs: 0, rejectPeriodMs: 0, gracePeriodMs: 3000});
 	r.clock.advance(0);
 	for (let turn = 0; turn < 10 && !release; turn++) {
-		// eslint-disable-next-line no-await-in-loop
 		await nextTurn();
 	}
 
