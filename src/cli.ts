@@ -43,7 +43,7 @@ const isLoadError = (error: unknown): boolean =>
 // before it did is a bug of ours, not a clean exit. (Top-level await said so
 // with exit 13; this chain would otherwise exit 0.)
 process.once('beforeExit', () => {
-	process.stderr.write('graceful-cluster: the primary stopped before it finished; please report this\n');
+	process.stderr.write('graceful-cluster: the primary stopped before it finished; please report this at https://github.com/graceful-cluster/graceful-cluster/issues\n');
 	process.exit(ExitCode.INTERNAL);
 });
 

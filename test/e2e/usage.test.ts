@@ -145,7 +145,7 @@ test('a primary whose event loop runs dry before main() ends it exits 1, saying 
 	}), '-w', '1', fixture('app.mjs')], {plainNode: true});
 	const exit = await cli.exited;
 	t.is(exit.code, ExitCode.INTERNAL, cli.text());
-	t.regex(cli.text(), /graceful-cluster: the primary stopped before it finished; please report this/);
+	t.regex(cli.text(), /graceful-cluster: the primary stopped before it finished; please report this at https:\/\/github\.com\/graceful-cluster\/graceful-cluster\/issues\n/);
 });
 
 test('the CLI\'s old path (cli.js) with cli.cjs missing exits 8, saying so; nothing is started', async t => {
