@@ -3,7 +3,7 @@
  * begins to listen, the app's `attach(server, options)` (options and the
  * handle), `exclude()`. A server is filtered once, whichever came first.
  */
-import net from 'node:net';
+import * as net from 'node:net';
 import type {WorkerChannel} from './channel.js';
 import type {ProcessDrain} from './drain.js';
 import {addressOf, drainableKind, isExcluded, markExcluded, type DrainableServer, type ServerFilter} from './filter.js';

@@ -5,7 +5,7 @@
  * comes before the drain exists is kept; the drain starts late, the time
  * already spent taken off.
  */
-import type net from 'node:net';
+import type * as net from 'node:net';
 import type {AttachOptions, GracefulHandle} from './attach.js';
 import type {DrainableServer} from './filter.js';
 import {envelope, parseMessage, TO_WORKER, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';

@@ -4,10 +4,10 @@
  * way, `Connection: close` or GOAWAY), the modes it answers in, and which
  * servers can be drained at all.
  */
-import http from 'node:http';
+import * as http from 'node:http';
 import type {Http2SecureServer, Http2Server} from 'node:http2';
-import type https from 'node:https';
-import net from 'node:net';
+import type * as https from 'node:https';
+import * as net from 'node:net';
 import path from 'node:path';
 import type {Counts} from '../counts.js';
 import type {DrainReason, LongLivedClosed} from './long-lived.js';

@@ -30,7 +30,7 @@
  * its other workers serve.
  */
 import cluster from 'node:cluster';
-import type net from 'node:net';
+import type * as net from 'node:net';
 import type {Logger} from '../logger.js';
 import {MAX_TEXTS, type ToPrimary} from '../protocol.js';
 import type {Readiness, ReadinessProbe} from './readiness.js';
