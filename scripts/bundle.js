@@ -73,7 +73,6 @@ function copyDeclarations() {
 		process.exit(1);
 	}
 
-	rmSync(path.join(ROOT, TYPES), {recursive: true, force: true});
 	const pending = entries.map(target => target.slice(TYPES.length));
 	const copied = new Set();
 	for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
@@ -88,11 +87,24 @@ function copyDeclarations() {
 		}
 
 		const text = readFileSync(from, 'utf8');
-		mkdirSync(path.dirname(path.join(ROOT, TYPES, file)), {recursive: true});
-		writeFileSync(path.join(ROOT, TYPES, file), text);
+		const to = path.join(ROOT, TYPES, file);
+		// Written only when changed: a build with nothing to do leaves the files as they were.
+		if (!existsSync(to) || readFileSync(to, 'utf8') !== text) {
+			mkdirSync(path.dirname(to), {recursive: true});
+			writeFileSync(to, text);
+		}
+
 		copied.add(file);
 		for (const [, specifier] of text.matchAll(/(?:\bfrom|\bimport\()\s*['"](\.{1,2}\/[^'"]+)['"]/g)) {
 			pending.push(path.posix.join(path.posix.dirname(file), specifier).replace(/\.js$/, '.d.ts').replace(/\.cjs$/, '.d.cts').replace(/\.mjs$/, '.d.mts'));
+		}
+	}
+
+	// A declaration no longer needed (its module gone, or no longer imported) must not linger.
+	for (const entry of readdirSync(path.join(ROOT, TYPES), {recursive: true, withFileTypes: true})) {
+		const file = path.relative(path.join(ROOT, TYPES), path.join(entry.parentPath, entry.name)).split(path.sep).join('/');
+		if (entry.isFile() && !copied.has(file)) {
+			rmSync(path.join(ROOT, TYPES, file));
 		}
 	}
 }
