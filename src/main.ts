@@ -44,6 +44,10 @@ export async function main({early, release, guard}: EarlySignals): Promise<never
 		process.exit(ExitCode.OK);
 	}
 
+	for (const warning of result.warnings) {
+		process.stderr.write(`graceful-cluster: ${warning}\n`);
+	}
+
 	// A partial or truncated copy of the package (part of dist/ copied into an
 	// image) is said here, before the app runs: found later, a missing worker
 	// chunk would crash every worker, or one loaded at the drain cut its requests.
