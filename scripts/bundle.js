@@ -1,4 +1,5 @@
-// After tsc, in `npm run build`: writes dist/src/help.txt (write-help.js) and
+// After tsc, in `npm run build`: copies the declarations the package ships to
+// dist/types/ (copyDeclarations), writes dist/src/help.txt (write-help.js) and
 // bundles what the package runs into dist/bundle/ (esbuild): the CLI (cli.cjs,
 // the bin, and main.cjs), the bootstrap preloaded into every worker
 // (worker/bootstrap.cjs) and the helper the app imports (worker/index.js).
@@ -8,10 +9,11 @@
 // Why a bundle: Node loads a tree of modules file by file, and a start read
 // some 70 of them (our ~60, p-event's). One file per entry starts the primary
 // and each worker tens of milliseconds sooner (bench/startup.js); CommonJS for
-// what runs at every start, below. package.json's bin and exports point here;
-// dist/src/ stays the compiled tree the unit tests import, with the
-// declarations; its cli.js runs too (some benches use it), preloading the
-// compiled ES bootstrap with --import (package-files.ts bootstrapPreload).
+// what runs at every start, below. package.json's bin and exports point here
+// (and their types at dist/types/); dist/src/ stays the compiled tree the unit
+// tests import, which the package does not ship; its cli.js runs too (some
+// benches use it), preloading the compiled ES bootstrap with --import
+// (package-files.ts bootstrapPreload).
 //
 // Three builds, so that code lands where src/ has it: the CLI's at
 // dist/bundle/, the worker's at dist/bundle/worker/. A module that finds a file
@@ -23,7 +25,7 @@
 // files by path), prom-client (only with --metrics) and pino-pretty (only for
 // pretty logs). All three stay lazy, behind an import() that runs only when needed.
 import {execFileSync} from 'node:child_process';
-import {copyFileSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs';
+import {copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync} from 'node:fs';
 import path from 'node:path';
 import process from 'node:process';
 import {pathToFileURL} from 'node:url';
@@ -48,6 +50,66 @@ function upToDate() {
 		return false;
 	}
 }
+
+/**
+ * The declarations the package ships, in dist/types/: the files package.json's
+ * `types` entries name there, and every declaration they import, copied from
+ * tsc's dist/src/ at the same paths. Only these: the rest of dist/src/ (the
+ * compiled JavaScript and the other modules' declarations) is for the tests and
+ * benches, and nothing in an installed package loads it. Done at every build,
+ * before the skip below: a few small files, and a declaration's module may be
+ * imported for its types only, which the bundle's inputs do not list.
+ */
+function copyDeclarations() {
+	const TYPES = 'dist/types/';
+	const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
+	const leaves = value => (typeof value === 'string' ? [value] : Object.values(value ?? {}).flatMap(leaves));
+	const entries = [...new Set([...leaves(manifest.exports), manifest.types, ...leaves(manifest.typesVersions)]
+		.filter(target => /\.d\.[cm]?ts$/.test(target))
+		.map(target => path.posix.normalize(target)))];
+	const outside = entries.filter(target => !target.startsWith(TYPES));
+	if (entries.length === 0 || outside.length > 0) {
+		process.stderr.write(`bundle: package.json's types entries must name declarations under ${TYPES}, which the build fills from dist/src/; ${outside.join(', ') || 'it names none'}\n`);
+		process.exit(1);
+	}
+
+	const pending = entries.map(target => target.slice(TYPES.length));
+	const copied = new Set();
+	for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
+		if (copied.has(file)) {
+			continue;
+		}
+
+		const from = path.join(ROOT, 'dist/src', file);
+		if (!existsSync(from)) {
+			process.stderr.write(`bundle: ${TYPES}${file} is needed by the package's types, but tsc wrote no dist/src/${file}\n`);
+			process.exit(1);
+		}
+
+		const text = readFileSync(from, 'utf8');
+		const to = path.join(ROOT, TYPES, file);
+		// Written only when changed: a build with nothing to do leaves the files as they were.
+		if (!existsSync(to) || readFileSync(to, 'utf8') !== text) {
+			mkdirSync(path.dirname(to), {recursive: true});
+			writeFileSync(to, text);
+		}
+
+		copied.add(file);
+		for (const [, specifier] of text.matchAll(/(?:\bfrom|\bimport\()\s*['"](\.{1,2}\/[^'"]+)['"]/g)) {
+			pending.push(path.posix.join(path.posix.dirname(file), specifier).replace(/\.js$/, '.d.ts').replace(/\.cjs$/, '.d.cts').replace(/\.mjs$/, '.d.mts'));
+		}
+	}
+
+	// A declaration no longer needed (its module gone, or no longer imported) must not linger.
+	for (const entry of readdirSync(path.join(ROOT, TYPES), {recursive: true, withFileTypes: true})) {
+		const file = path.relative(path.join(ROOT, TYPES), path.join(entry.parentPath, entry.name)).split(path.sep).join('/');
+		if (entry.isFile() && !copied.has(file)) {
+			rmSync(path.join(ROOT, TYPES, file));
+		}
+	}
+}
+
+copyDeclarations();
 
 if (upToDate()) {
 	process.exit(0);

@@ -40,7 +40,7 @@ const isLoadError = (error: unknown): boolean =>
 // main() ends the process itself (process.exit); an event loop that runs dry
 // before it did is a bug of ours, which this chain would otherwise exit 0 on.
 process.once('beforeExit', () => {
-	process.stderr.write('graceful-cluster: the primary stopped before it finished; please report this\n');
+	process.stderr.write('graceful-cluster: the primary stopped before it finished; please report this at https://github.com/graceful-cluster/graceful-cluster/issues\n');
 	process.exit(ExitCode.INTERNAL);
 });
 

@@ -28,7 +28,7 @@ const MAX_WORKERS = 1024;
 export const ENV_PREFIX = 'GRACEFUL_CLUSTER';
 
 export type ParseResult =
-	| {readonly kind: 'run'; readonly options: PrimaryOptions; readonly workerCount: WorkerCount | undefined; readonly logFormat: LogFormat | undefined}
+	| {readonly kind: 'run'; readonly options: PrimaryOptions; readonly workerCount: WorkerCount | undefined; readonly logFormat: LogFormat | undefined; readonly warnings: readonly string[]}
 	| {readonly kind: 'print'; readonly text: string};
 
 export interface OptionSpec {
@@ -209,8 +209,32 @@ function checkFlagOnlyVariables(): void {
 	}
 }
 
-/** `parsed`: by yargs or the quick read; `scan`: the command line as scanOptions() left it. */
-export function fromParsed(parsed: Record<string, unknown>, scan: {readonly given: readonly Given[]}, cwd: string): ParseResult & {kind: 'run'} {
+/**
+ * What to say of the app's arguments that are graceful-cluster's own long
+ * options (`--reject-period 2s` after the script, as `npm run <script> --
+ * --flag` puts it): they go to the app, which may mean them, so they are not
+ * refused, but said, each once. Not when `--` before the script said that what
+ * follows is the app's, and not past a `--` among the app's arguments; and not
+ * the short aliases, --help or --version, which apps have of their own.
+ */
+export function optionsAfterScript(script: string, args: readonly string[], endOfOptions: boolean): string[] {
+	if (endOfOptions) {
+		return [];
+	}
+
+	const end = args.indexOf('--');
+	const flags = new Set(args.slice(0, end === -1 ? undefined : end).flatMap(arg => {
+		const name = /^--([a-z][a-z\d-]*)(?:=|$)/.exec(arg)?.[1];
+		return name !== undefined && Object.hasOwn(OPTIONS, name) ? [`--${name}`] : [];
+	}));
+	return [...flags].map(flag => `${flag} comes after the app's script, so it goes to the app; put it before ${script} to set graceful-cluster's (if the app's own is meant, a -- before the script says so)`);
+}
+
+/**
+ * The options from what yargs (or the quick read, the same way) parsed, with
+ * their values checked. `scan` is the command line as scanOptions() left it.
+ */
+export function fromParsed(parsed: Record<string, unknown>, scan: {readonly argv: readonly string[]; readonly given: readonly Given[]}, cwd: string): ParseResult & {kind: 'run'} {
 	checkFlagOnlyVariables();
 	const [script, ...args] = (parsed['_'] as unknown[]).map(String);
 	if (script === undefined) {
@@ -252,7 +276,9 @@ export function fromParsed(parsed: Record<string, unknown>, scan: {readonly give
 		maxRequests: parseWholeNumber('max-requests', string('max-requests')),
 		maxRequestsJitter: parseWholeNumber('max-requests-jitter', string('max-requests-jitter')),
 	};
-	return {kind: 'run', options, workerCount, logFormat};
+	const rest = (parsed['_'] as unknown[]).length;
+	const warnings = optionsAfterScript(script, args, scan.argv[scan.argv.length - rest - 1] === '--');
+	return {kind: 'run', options, workerCount, logFormat, warnings};
 }
 
 const DEFAULTS: Readonly<Record<string, string>> = Object.fromEntries(Object.entries(OPTIONS).flatMap(([name, spec]) => (spec.default === undefined ? [] : [[name, spec.default]])));

@@ -24,7 +24,7 @@ export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 /** One line per code, for `--help`; README.md's exit-code table must say the same (test/unit/docs.test.ts). */
 export const EXIT_CODE_MEANINGS: Readonly<Record<keyof typeof ExitCode, string>> = {
 	OK: 'every worker drained and exited on its own (also as PID 1: never 143)',
-	INTERNAL: 'a bug in graceful-cluster; please report it',
+	INTERNAL: 'a bug in graceful-cluster; please report it at https://github.com/graceful-cluster/graceful-cluster/issues',
 	USAGE: 'bad flags, environment values, or a missing script; nothing was started',
 	DEADLINE: 'the grace period ran out; the workers left were killed',
 	SECOND_SIGNAL: 'a second SIGTERM/SIGINT/SIGQUIT during the drain, 100 ms or more after the first (a closer one is the same Ctrl-C forwarded by npm); the workers were killed at once',

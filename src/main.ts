@@ -43,6 +43,10 @@ export async function main({early, release, guard}: EarlySignals): Promise<never
 		process.exit(ExitCode.OK);
 	}
 
+	for (const warning of result.warnings) {
+		process.stderr.write(`graceful-cluster: ${warning}\n`);
+	}
+
 	const damaged = damagedFiles(FILES_JSON);
 	if (damaged.length > 0) {
 		exitIncomplete(damaged.join('; '));
@@ -62,11 +66,11 @@ export async function main({early, release, guard}: EarlySignals): Promise<never
 	const logger = createLogger({role: 'primary', level: options.logLevel, destination: stdout});
 	process.on('uncaughtException', error => {
 		try {
-			logger.fatal({err: error}, 'graceful-cluster crashed; please report this');
+			logger.fatal({err: error}, 'graceful-cluster crashed; please report this at https://github.com/graceful-cluster/graceful-cluster/issues');
 		} catch {
 			// The logger itself failed (it is what crashed, say): a throw from here
 			// would end the process with Node's own code 7, which is HOOK_FAILED's.
-			process.stderr.write(`graceful-cluster crashed; please report this: ${error.stack ?? String(error)}\n`);
+			process.stderr.write(`graceful-cluster crashed; please report this at https://github.com/graceful-cluster/graceful-cluster/issues: ${error.stack ?? String(error)}\n`);
 		}
 
 		process.exit(ExitCode.INTERNAL);

@@ -1,5 +1,5 @@
 /** A process's servers and its one drain: a server is filtered once, whether the bootstrap took it as it listened or the app attached it first. */
-import net from 'node:net';
+import * as net from 'node:net';
 import type {WorkerChannel} from './channel.js';
 import type {ProcessDrain} from './drain.js';
 import {addressOf, drainableKind, isExcluded, markExcluded, type DrainableServer, type ServerFilter} from './filter.js';

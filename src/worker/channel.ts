@@ -4,7 +4,7 @@
  * global under a versioned `Symbol.for` key. A drain message that comes before the
  * drain exists is kept; the drain starts late, the time already spent taken off.
  */
-import type net from 'node:net';
+import type * as net from 'node:net';
 import type {AttachOptions, GracefulHandle} from './handle.js';
 import type {DrainableServer} from './filter.js';
 import {envelope, parseMessage, TO_WORKER, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';

@@ -2,10 +2,10 @@
  * The filter in front of one drained server as the drain sees it, whatever the
  * protocol (http1-filter.ts, http2-filter.ts), and which servers can be drained.
  */
-import http from 'node:http';
+import * as http from 'node:http';
 import type {Http2SecureServer, Http2Server} from 'node:http2';
-import type https from 'node:https';
-import net from 'node:net';
+import type * as https from 'node:https';
+import * as net from 'node:net';
 import path from 'node:path';
 import type {FilterCounts} from '../counts.js';
 import type {DrainReason, LongLivedClosed} from './long-lived.js';

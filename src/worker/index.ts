@@ -9,7 +9,7 @@
  * helper loads the drain itself (hosts.ts), which takes SIGTERM/SIGINT on the
  * timeline read from `GRACEFUL_CLUSTER_*`.
  */
-import type net from 'node:net';
+import type * as net from 'node:net';
 import {damagedFiles} from '../install-check.js';
 import {checkAttachable, checkExcludable, type Attachments} from './attach.js';
 import type {AttachOptions, GracefulHandle} from './handle.js';

@@ -16,7 +16,7 @@
  * warming, the readiness probe answers 200: the pod's other workers serve.
  */
 import cluster from 'node:cluster';
-import type net from 'node:net';
+import type * as net from 'node:net';
 import type {Logger} from '../logger.js';
 import {MAX_TEXTS, type ToPrimary} from '../protocol.js';
 import type {Readiness, ReadinessProbe} from './readiness.js';

@@ -3,10 +3,11 @@
 // and what the tarball holds.
 import test from 'ava';
 import {execFileSync} from 'node:child_process';
-import {existsSync, readFileSync, readdirSync, rmSync, writeFileSync} from 'node:fs';
+import {existsSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync} from 'node:fs';
 import path from 'node:path';
 import {url} from '../../testkit/net.js';
 import {ROOT, start} from '../helpers/cluster.js';
+import {relativeLinks} from '../helpers/docs.js';
 import {client} from '../helpers/http.js';
 import {installPacked, packedFiles} from '../helpers/package.js';
 
@@ -97,13 +98,6 @@ import('graceful-cluster/worker').then(imported => console.log(JSON.stringify({
 	t.true(printed.same);
 });
 
-/** Every .ts/.cts file under `dir`, relative to ROOT. */
-function sources(dir: string): string[] {
-	return readdirSync(path.join(ROOT, dir), {recursive: true, encoding: 'utf8'})
-		.filter(file => /\.c?ts$/.test(file) && !/\.d\.c?ts$/.test(file))
-		.map(file => path.posix.join(dir, file.split(path.sep).join('/')));
-}
-
 /** The files package.json points at: bin, exports (every condition), types, typesVersions. */
 function manifestTargets(): string[] {
 	const manifest = JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as Record<string, unknown>;
@@ -111,49 +105,78 @@ function manifestTargets(): string[] {
 	return [manifest['bin'], manifest['exports'], manifest['types'], manifest['typesVersions']].flatMap(leaves).map(target => path.posix.normalize(target));
 }
 
-test('the tarball holds LICENSE, README.md, package.json and src/ compiled with its declarations, and nothing of the tests or the sources', t => {
-	const files = packedFiles();
-	const packed = new Set(files);
-	for (const name of ['LICENSE', 'README.md', 'package.json']) {
-		t.true(packed.has(name), name);
-	}
-	for (const source of sources('src')) {
-		const compiled = source.endsWith('.cts')
-			? [source.replace(/\.cts$/, '.cjs'), source.replace(/\.cts$/, '.d.cts')]
-			: [source.replace(/\.ts$/, '.js'), source.replace(/\.ts$/, '.d.ts')];
-		for (const file of compiled) {
-			t.true(packed.has(`dist/${file}`), `dist/${file}, from ${source}`);
-		}
-	}
-	// What package.json names, and every declaration file those declarations import.
-	const pending = manifestTargets();
-	const seen = new Set<string>();
+/** The declarations package.json names and every declaration those import, as in the build's dist/. */
+function declarationsNeeded(): Set<string> {
+	const pending = manifestTargets().filter(file => /\.d\.c?ts$/.test(file));
+	const needed = new Set<string>();
 	for (let file = pending.pop(); file !== undefined; file = pending.pop()) {
-		if (seen.has(file)) {
+		if (needed.has(file)) {
 			continue;
 		}
-		seen.add(file);
-		t.true(packed.has(file), `${file}, named by package.json or imported by a declaration there`);
-		if (/\.d\.c?ts$/.test(file) && existsSync(path.join(ROOT, file))) {
+
+		needed.add(file);
+		if (existsSync(path.join(ROOT, file))) {
 			const text = readFileSync(path.join(ROOT, file), 'utf8');
 			for (const [, specifier] of text.matchAll(/(?:from|import\()\s*['"](\.{1,2}\/[^'"]+)['"]/g)) {
 				pending.push(path.posix.join(path.posix.dirname(file), specifier!).replace(/\.js$/, '.d.ts').replace(/\.cjs$/, '.d.cts'));
 			}
 		}
 	}
-	t.true(seen.has('dist/src/worker/index.d.cts'));
-	// The prebuilt --help (print-only.ts) beside the code that reads it: without it, every --help loads yargs.
-	t.true(packed.has('dist/bundle/help.txt'));
-	// The bundle's worker entries beside the bootstrap: the hung-stack thread, and the CommonJS hand-over.
-	for (const file of ['dist/bundle/worker/bootstrap.cjs', 'dist/bundle/worker/watchdog-thread.js', 'dist/bundle/worker/index.cjs']) {
+
+	return needed;
+}
+
+test('the tarball holds what an installed package loads, each once, and nothing else: LICENSE, README.md, package.json, docs/, the bundle and the declarations its types need', t => {
+	const files = packedFiles();
+	const packed = new Set(files);
+	t.is(packed.size, files.length, 'no path twice');
+	for (const name of ['LICENSE', 'README.md', 'package.json']) {
+		t.true(packed.has(name), name);
+	}
+
+	// What package.json names (bin, exports, types) is there.
+	for (const file of manifestTargets()) {
+		t.true(packed.has(file), `${file}, named by package.json`);
+	}
+
+	// The declarations: exactly those package.json names and those they import.
+	const declarations = declarationsNeeded();
+	t.true(declarations.has('dist/types/worker/index.d.cts'));
+	t.deepEqual(files.filter(file => /\.d\.[cm]?ts$/.test(file)).sort(), [...declarations].sort(), 'the packed declarations are those the types entries reach');
+
+	// The bundle: its code files are those its file list names (the primary and the
+	// helper check them at start, install-check.ts), and beside them the list itself and
+	// the prebuilt --help (print-only.ts: without it, every --help loads yargs).
+	const {files: listed} = JSON.parse(readFileSync(path.join(ROOT, 'dist/bundle/graceful-cluster-files.json'), 'utf8')) as {files: Record<string, number>};
+	t.deepEqual(
+		files.filter(file => file.startsWith('dist/bundle/')).sort(),
+		[...Object.keys(listed).map(file => `dist/bundle/${file}`), 'dist/bundle/graceful-cluster-files.json', 'dist/bundle/help.txt'].sort(),
+	);
+	for (const file of ['dist/bundle/cli.cjs', 'dist/bundle/main.cjs', 'dist/bundle/worker/bootstrap.cjs', 'dist/bundle/worker/watchdog-thread.js', 'dist/bundle/worker/index.cjs']) {
 		t.true(packed.has(file), file);
 	}
-	// A source map is only worth shipping with the sources it points at; we ship neither.
-	for (const map of files.filter(file => file.endsWith('.map'))) {
-		const {sources: mapped} = JSON.parse(readFileSync(path.join(ROOT, map), 'utf8')) as {sources: string[]};
-		for (const source of mapped) {
-			t.true(packed.has(path.posix.join(path.posix.dirname(map), source)), `${map} points at ${source}`);
-		}
+
+	t.deepEqual(files.filter(file => file.endsWith('help.txt')), ['dist/bundle/help.txt'], 'the prebuilt --help once');
+
+	// The docs README.md links to, all of them.
+	const docs = readdirSync(path.join(ROOT, 'docs')).map(name => `docs/${name}`).sort();
+	t.deepEqual(files.filter(file => file.startsWith('docs/')).sort(), docs);
+
+	// Nothing else: not the compiled tree the tests import (dist/src/), not the sources,
+	// tests, benches, examples or build records, and no source map.
+	t.deepEqual(files.filter(file => !['LICENSE', 'README.md', 'package.json'].includes(file) && !/^(dist\/bundle|dist\/types|docs)\//.test(file)), []);
+	t.deepEqual(files.filter(file => file.startsWith('dist/types/') && !declarations.has(file)), []);
+	t.deepEqual(files.filter(file => file.endsWith('.map') || file.endsWith('.tsbuildinfo') || file.endsWith('.tgz')), []);
+});
+
+test('installed package: every relative link in its README.md leads to a file the package holds', t => {
+	const installed = path.join(app, 'node_modules/graceful-cluster');
+	const links = relativeLinks(readFileSync(path.join(installed, 'README.md'), 'utf8'))
+		.map(link => decodeURIComponent(link.split('#')[0]!))
+		.filter(link => link !== '');
+	t.true(links.length >= 10, `README.md links to ${links.length} files`);
+	for (const link of links) {
+		const target = path.resolve(installed, link);
+		t.true(target.startsWith(installed + path.sep) && existsSync(target) && statSync(target).isFile(), `README.md links to ${link}, which the installed package does not hold`);
 	}
-	t.deepEqual(files.filter(file => /^(src|test|testkit|dist\/test|dist\/testkit)\//.test(file) || file.endsWith('.tsbuildinfo')), []);
 });

@@ -24,6 +24,8 @@ export const phase: PhaseName = handle.phase;
 export const same: typeof attach = attachFromRoot;
 // @ts-expect-error: a readiness check is a function
 attach(createServer(), {readinessChecks: {database: 5}});
+// @ts-expect-error: a number is not a server
+attach(42);
 `;
 
 // A TypeScript file compiled to CommonJS, in both of its import forms.
@@ -37,6 +39,8 @@ const handle: GracefulHandle = worker.attach(createServer(), options);
 export const draining: boolean = attach(createServer()).onDrain(notice => notice.closeInMs).draining || handle.draining;
 // @ts-expect-error: a readiness check is a function
 attach(createServer(), {readinessChecks: {database: 5}});
+// @ts-expect-error: a number is not a server
+worker.attach(42);
 `;
 
 // Plain CommonJS JavaScript, checked (checkJs), as an editor checks it.
@@ -50,6 +54,8 @@ const options = {readinessChecks: {database: async () => true}};
 attach(createServer(), options).onShutdown(async () => {});
 // @ts-expect-error: a readiness check is a function
 attach(createServer(), {readinessChecks: {database: 5}});
+// @ts-expect-error: a number is not a server
+attach(42);
 `;
 
 interface Setting {
@@ -58,10 +64,25 @@ interface Setting {
 	readonly files: Record<string, string>;
 	/** `tsc --init`'s choice for CommonJS; the node16 modes and bundler imply it. */
 	readonly esModuleInterop?: boolean;
+	/** The type errors the check must give, each `file(line,column): error TSnnnn`, all of them; none when absent. */
+	readonly errors?: readonly string[];
 }
+
+// A misuse without @ts-expect-error, which must fail the check where it is: the
+// declarations are not `any` in a project that type-checks them strictly.
+const misuse = `
+import {createServer} from 'node:http';
+import {attach} from 'graceful-cluster/worker';
+
+attach(createServer());
+attach(42);
+`;
 
 const settings: Setting[] = [
 	{module: 'commonjs', moduleResolution: 'node10', esModuleInterop: true, files: {'app.ts': esm, 'app-cjs.cts': cts, 'app-js.cjs': cjs}},
+	// An older CommonJS project: no default imports of CommonJS modules (TS1192 in a
+	// declaration that has one, which only skipLibCheck would hide, with its types as any).
+	{module: 'commonjs', moduleResolution: 'node10', esModuleInterop: false, files: {'app.ts': esm, 'app-cjs.cts': cts, 'app-js.cjs': cjs, 'misuse.ts': misuse}, errors: ['misuse.ts(6,8): error TS2345']},
 	{module: 'node16', moduleResolution: 'node16', files: {'app.mts': esm, 'app-cjs.cts': cts, 'app-js.cjs': cjs}},
 	{module: 'nodenext', moduleResolution: 'nodenext', files: {'app.mts': esm, 'app-cjs.cts': cts, 'app-js.cjs': cjs}},
 	{module: 'esnext', moduleResolution: 'bundler', files: {'app.ts': esm, 'app-js.cjs': cjs}},
@@ -81,8 +102,10 @@ test.after.always(() => {
 
 // Serial: each run is a few seconds of one core, and this machine has two.
 for (const setting of settings) {
-	const name = `${setting.module}-${setting.moduleResolution}`;
-	test.serial(`types: module ${setting.module} with moduleResolution ${setting.moduleResolution} type-checks ${Object.keys(setting.files).join(', ')}`, async t => {
+	const interop = setting.esModuleInterop === undefined ? '' : setting.esModuleInterop ? ' and esModuleInterop' : ' without esModuleInterop';
+	const name = `${setting.module}-${setting.moduleResolution}${setting.esModuleInterop === false ? '-no-interop' : ''}`;
+	const verdict = setting.errors ? `fails only on ${setting.errors.join(', ')}` : 'type-checks';
+	test.serial(`types: module ${setting.module} with moduleResolution ${setting.moduleResolution}${interop}, not skipping lib checks, ${verdict} in ${Object.keys(setting.files).join(', ')}`, async t => {
 		const dir = path.join(app, name);
 		mkdirSync(dir);
 		for (const [file, text] of Object.entries(setting.files)) {
@@ -108,7 +131,13 @@ for (const setting of settings) {
 		}, undefined, '\t'));
 		const result = await promisify(execFile)(process.execPath, [TSC, '-p', 'tsconfig.json'], {cwd: dir, encoding: 'utf8'})
 			.then(({stdout}) => ({code: 0, stdout}), (error: Error & {code?: number; stdout?: string}) => ({code: error.code, stdout: error.stdout ?? String(error)}));
-		t.is(result.stdout, '', result.stdout);
-		t.is(result.code, 0);
+		const errors = result.stdout.split('\n').filter(line => /error TS\d+/.test(line)).map(line => /^(.*?: error TS\d+)/.exec(line)![1]);
+		t.deepEqual(errors, setting.errors ?? [], result.stdout);
+		if (setting.errors) {
+			t.not(result.code, 0);
+		} else {
+			t.is(result.stdout, '', result.stdout);
+			t.is(result.code, 0);
+		}
 	});
 }

@@ -145,7 +145,7 @@ test('a primary whose event loop runs dry before main() ends it exits 1, saying 
 	}), '-w', '1', fixture('app.mjs')], {plainNode: true});
 	const exit = await cli.exited;
 	t.is(exit.code, ExitCode.INTERNAL, cli.text());
-	t.regex(cli.text(), /graceful-cluster: the primary stopped before it finished; please report this/);
+	t.regex(cli.text(), /graceful-cluster: the primary stopped before it finished; please report this at https:\/\/github\.com\/graceful-cluster\/graceful-cluster\/issues\n/);
 });
 
 test('the CLI\'s old path (cli.js) with cli.cjs missing exits 8, saying so; nothing is started', async t => {
@@ -169,4 +169,31 @@ server.listen(0);
 	const cli = start(t, ['-w', '1', '--max-start-failures', '1', app]);
 	t.is((await cli.exited).code, ExitCode.START_FAILED, cli.text());
 	t.regex(cli.text(), /graceful-cluster\/worker: its installation is incomplete: \S+\/worker\/watchdog-thread\.js \(missing\)/);
+});
+
+test('an option of graceful-cluster\'s after the script goes to the app, as everything after it does; the CLI says so on stderr, and starts', async t => {
+	const cli = start(t, ['-w', '1', '--reject-period', '100ms', fixture('app.mjs'), '--reject-period', '2s', '--port', '80']);
+	const starting = await cli.waitForLog('starting workers');
+	t.deepEqual(starting['args'], ['--reject-period', '2s', '--port', '80']);
+	t.is(starting['rejectPeriodMs'], 100);
+	t.regex(cli.text(), new RegExp(`^graceful-cluster: --reject-period comes after the app's script, so it goes to the app; put it before ${fixture('app.mjs').replaceAll('.', '\\.')} to set graceful-cluster's`, 'm'));
+	t.notRegex(cli.text(), /--port comes after/);
+	await cli.waitForLog('worker listening');
+	cli.kill('SIGTERM');
+	t.is((await cli.exited).code, ExitCode.OK, cli.text());
+});
+
+test('npm run example\'s script puts the flags given to it before the app\'s path, as graceful-cluster\'s, says the command, and runs it in its own process', async t => {
+	const scripts = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as {scripts: Record<string, string>}).scripts;
+	t.is(scripts['example'], 'npm run build && node scripts/example.js');
+	// As `npm run example -- --reject-period 100ms -- --verbose` runs it, after the build.
+	const example = start(t, ['scripts/example.js', '--reject-period', '100ms', '--', '--verbose'], {plainNode: true, env: {PORT: '0'}});
+	const starting = await example.waitForLog('starting workers');
+	t.like(starting, {rejectPeriodMs: 100, workers: 2, args: ['--verbose'], script: path.join(ROOT, 'examples/hello/server.js'), pid: example.pid});
+	t.regex(example.text(), /^example: graceful-cluster --workers 2 --reject-period 100ms examples\/hello\/server\.js --verbose$/m);
+	t.notRegex(example.text(), /comes after the app's script/);
+	await example.waitForLog('worker listening', {count: 2});
+	example.kill('SIGTERM');
+	t.is((await example.exited).code, ExitCode.OK, example.text());
+	t.like(example.lines.find(line => line.msg === 'drain finished'), {rejectEndedMs: 100});
 });

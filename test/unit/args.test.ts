@@ -1,7 +1,8 @@
 // Option parsing, on plain arrays (and process.env, which yargs' .env() reads).
 import test from 'ava';
 import path from 'node:path';
-import {parseArgs} from '../../src/args.js';
+import {parseArgs, yargsParseArgs} from '../../src/args.js';
+import {quickParseArgs} from '../../src/command-line.js';
 import {UsageError} from '../../src/errors.js';
 import {ExitCode} from '../../src/exit-codes.js';
 import {parseOptions} from '../helpers/args.js';
@@ -202,6 +203,28 @@ test.serial('--help: a type and a default per option, and the exit codes', t => 
 	t.regex(text, /\nExit codes:\n0 {2}OK {18}every worker drained/);
 	for (const [name, code] of Object.entries(ExitCode)) {
 		t.regex(text, new RegExp(`^${code} {2}${name} +\\S`, 'm'), name);
+	}
+});
+
+test.serial('an option of graceful-cluster\'s after the script goes to the app, and is said once, whichever way the command line is read; not after a --', t => {
+	const said = (flag: string) => `${flag} comes after the app's script, so it goes to the app; put it before ${script} to set graceful-cluster's (if the app's own is meant, a -- before the script says so)`;
+	const cases: Array<[string[], string[]]> = [
+		[[script, '--reject-period', '2s'], [said('--reject-period')]],
+		// As `npm run example -- --reject-period 2s --workers=3` wrote it, each flag once.
+		[['-w', '2', script, '--reject-period', '2s', '--workers=3', '--reject-period', '1s'], [said('--reject-period'), said('--workers')]],
+		// Short aliases, --help, --version and the app's own flags are the app's business.
+		[[script, '-w', '3', '--help', '--version', '--port', '3000', '--reject'], []],
+		// Past the app's own `--`, and after a `--` that ends graceful-cluster's options.
+		[[script, '--', '--reject-period', '2s'], []],
+		[['--', script, '--reject-period', '2s'], []],
+		[[script], []],
+	];
+	for (const [argv, warnings] of cases) {
+		// Through the quick read, and through yargs.
+		for (const [read, result] of [['quick', quickParseArgs(argv, ROOT)], ['yargs', yargsParseArgs(argv, ROOT)]] as const) {
+			t.deepEqual(result?.kind === 'run' ? result.warnings : undefined, warnings, `${read}: ${JSON.stringify(argv)}`);
+			t.deepEqual(result?.kind === 'run' ? result.options.args : undefined, argv.slice(argv.indexOf(script) + 1), `${read}: ${JSON.stringify(argv)}`);
+		}
 	}
 });
 
