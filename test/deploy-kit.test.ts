@@ -18,9 +18,10 @@ import {ROOT} from './helpers/cluster.js';
 
 const read = (file: string): string => readFileSync(path.join(ROOT, file), 'utf8');
 
-// RESEARCH.md section 5: an ALB keeps routing to a terminating pod for up to
-// 75 s; the serve period adds 5 s of margin. A Linkerd proxy needs some seconds
-// of its own drain after its wait ends.
+// An ALB keeps routing to a target it is deregistering (kubernetes-sigs/
+// aws-load-balancer-controller#1064, #3270): the guide plans for up to 75 s,
+// and the serve period adds 5 s of margin. A Linkerd proxy needs some seconds
+// of its own drain after its wait ends (linkerd.io/2/tasks/graceful-shutdown).
 const MAX_ALB_LAG_S = 75;
 const ALB_LAG_MARGIN_S = 5;
 const PROXY_DRAIN_S = 10;
