@@ -126,7 +126,10 @@ function declarationsNeeded(): Set<string> {
 	return needed;
 }
 
-test('the tarball holds what an installed package loads, each once, and nothing else: LICENSE, README.md, package.json, docs/, the bundle and the declarations its types need', t => {
+/** The files git tracks under `folder`, as paths from the root. */
+const gitFiles = (folder: string): string[] => execFileSync('git', ['ls-files', folder], {cwd: ROOT, encoding: 'utf8'}).split('\n').filter(line => line !== '');
+
+test('the tarball holds what an installed package loads, each once, and nothing else: LICENSE, README.md, package.json, docs/ and the examples it links to, the bundle and the declarations its types need', t => {
 	const files = packedFiles();
 	const packed = new Set(files);
 	t.is(packed.size, files.length, 'no path twice');
@@ -162,21 +165,30 @@ test('the tarball holds what an installed package loads, each once, and nothing 
 	const docs = readdirSync(path.join(ROOT, 'docs')).map(name => `docs/${name}`).sort();
 	t.deepEqual(files.filter(file => file.startsWith('docs/')).sort(), docs);
 
+	// The examples and the systemd unit the docs link to, all of them.
+	t.deepEqual(files.filter(file => /^(examples|systemd)\//.test(file)).sort(), [...gitFiles('examples'), ...gitFiles('systemd')].sort());
+
 	// Nothing else: not the compiled tree the tests import (dist/src/), not the sources,
-	// tests, benches, examples or build records, and no source map.
-	t.deepEqual(files.filter(file => !['LICENSE', 'README.md', 'package.json'].includes(file) && !/^(dist\/bundle|dist\/types|docs)\//.test(file)), []);
+	// tests, benches or build records, and no source map.
+	t.deepEqual(files.filter(file => !['LICENSE', 'README.md', 'package.json'].includes(file) && !/^(dist\/bundle|dist\/types|docs|examples|systemd)\//.test(file)), []);
 	t.deepEqual(files.filter(file => file.startsWith('dist/types/') && !declarations.has(file)), []);
 	t.deepEqual(files.filter(file => file.endsWith('.map') || file.endsWith('.tsbuildinfo') || file.endsWith('.tgz')), []);
 });
 
-test('installed package: every relative link in its README.md leads to a file the package holds', t => {
+test('installed package: every relative link in its README.md and docs leads to a file (or a folder) the package holds', t => {
 	const installed = path.join(app, 'node_modules/graceful-cluster');
-	const links = relativeLinks(readFileSync(path.join(installed, 'README.md'), 'utf8'))
-		.map(link => decodeURIComponent(link.split('#')[0]!))
-		.filter(link => link !== '');
-	t.true(links.length >= 10, `README.md links to ${links.length} files`);
-	for (const link of links) {
-		const target = path.resolve(installed, link);
-		t.true(target.startsWith(installed + path.sep) && existsSync(target) && statSync(target).isFile(), `README.md links to ${link}, which the installed package does not hold`);
+	const pages = ['README.md', ...readdirSync(path.join(installed, 'docs')).map(name => `docs/${name}`)];
+	let count = 0;
+	for (const page of pages) {
+		const links = relativeLinks(readFileSync(path.join(installed, page), 'utf8'))
+			.map(link => decodeURIComponent(link.split('#')[0]!))
+			.filter(link => link !== '');
+		count += links.length;
+		for (const link of links) {
+			const target = path.resolve(path.dirname(path.join(installed, page)), link);
+			t.true(target.startsWith(installed + path.sep) && existsSync(target) && (statSync(target).isFile() || link.endsWith('/')), `${page} links to ${link}, which the installed package does not hold`);
+		}
 	}
+
+	t.true(count >= 50, `README.md and docs/ link to ${count} files`);
 });
