@@ -59,7 +59,11 @@ const COUNT_FIELDS: ReadonlyArray<keyof Counts> = [...OPEN_FIELDS, ...TALLY_FIEL
 
 /** Reads each field once: a filter's counts are getters. */
 function sum<K extends keyof Counts>(fields: readonly K[], parts: Iterable<Readonly<Record<K, number>> | undefined>): Record<K, number> {
-	const total = Object.fromEntries(fields.map(field => [field, 0])) as Record<K, number>;
+	const total = {} as Record<K, number>;
+	for (const field of fields) {
+		total[field] = 0;
+	}
+
 	for (const part of parts) {
 		if (part !== undefined) {
 			for (const field of fields) {

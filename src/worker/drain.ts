@@ -82,8 +82,14 @@ export class ProcessDrain {
 		return {...this.servers.counts, closedLongLived: this.longLived.closed, longLivedCut: this.longLived.cut};
 	}
 
+	/** Read by the heartbeat every second: the one figure, not the whole sum. */
 	get inflight(): number {
-		return this.servers.counts.inflight;
+		let inflight = 0;
+		for (const filter of this.servers.filters) {
+			inflight += filter.inflight;
+		}
+
+		return inflight;
 	}
 
 	/** The `drained` message's and `drain finished`'s figures. */

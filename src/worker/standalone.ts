@@ -65,9 +65,9 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 	});
 	/** `appExit`: the failing code the app asked for is the process's, as under plain Node. */
 	let reported = false;
-	const finished = (line: Pick<DrainFinished, 'exitCode' | 'hooksFailed' | 'responsesCut' | 'appExit' | 'more'>): void => {
+	/** `summary`: the drain's, as of its end (taken before the output was flushed). */
+	const finished = (summary: DrainSummary, line: Pick<DrainFinished, 'exitCode' | 'hooksFailed' | 'responsesCut' | 'appExit' | 'more'>): void => {
 		reported = true;
-		const summary = drain.summary();
 		logDrainFinished(logger, {signal: held.received, durationMs: summary.durationMs, figures: tallyOf(summary), ...line});
 	};
 
@@ -76,7 +76,7 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 		const code = appExit ?? (hooksFailed > 0 ? ExitCode.HOOK_FAILED : ExitCode.OK);
 		// No adaptive end alone: that is the primary's.
 		const arrivals = drain.arrivals.report();
-		finished({
+		finished(summary, {
 			exitCode: code,
 			appExit: appExit !== undefined,
 			hooksFailed,
@@ -97,7 +97,8 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 	/** `hooksCut`: a hook still running, counted as failed. */
 	const forced = (exitCode: number, hooksCut: number): void => {
 		const open = openOf(drain.counts);
-		finished({exitCode, hooksFailed: drain.summary().hooksFailed + hooksCut, responsesCut: open.inflight, more: open});
+		const summary = drain.summary();
+		finished(summary, {exitCode, hooksFailed: summary.hooksFailed + hooksCut, responsesCut: open.inflight, more: open});
 	};
 
 	let signalledAt: number | undefined;
