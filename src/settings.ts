@@ -25,6 +25,14 @@ export interface WorkerSettings {
 	readonly keepAliveTimeoutMs: number;
 	/** Each readiness check (attach()'s `readinessChecks`) fails after this long. @default 2000 */
 	readonly checkTimeoutMs: number;
+	/**
+	 * A kept-alive connection older than this (give or take 10 %) is closed
+	 * after its next response; an HTTP/2 session gets a graceful GOAWAY. 0: off.
+	 * gRPC's MAX_CONNECTION_AGE (https://github.com/grpc/proposal/blob/master/A9-server-side-conn-mgt.md). @default 0
+	 */
+	readonly maxConnectionAgeMs: number;
+	/** New requests are answered 503 while the event loop lags more than this. 0: off. @default 0 */
+	readonly maxEventLoopDelayMs: number;
 }
 
 /** Everything a drain needs: what standalone mode reads from its environment. */
@@ -36,6 +44,8 @@ export const DEFAULT_WORKER_SETTINGS: WorkerSettings = {
 	livenessPath: '/livez',
 	keepAliveTimeoutMs: 65_000,
 	checkTimeoutMs: 2000,
+	maxConnectionAgeMs: 0,
+	maxEventLoopDelayMs: 0,
 };
 
 export const DEFAULT_SETTINGS: DrainSettings = {...DEFAULT_TIMELINE, ...DEFAULT_WORKER_SETTINGS};
@@ -53,6 +63,8 @@ export const SETTING_FLAGS = {
 	livenessPath: 'liveness-path',
 	keepAliveTimeoutMs: 'keep-alive-timeout',
 	checkTimeoutMs: 'check-timeout',
+	maxConnectionAgeMs: 'max-connection-age',
+	maxEventLoopDelayMs: 'max-event-loop-delay',
 } as const satisfies Record<keyof DrainSettings, string>;
 
 export const envName = (flag: string): string => `GRACEFUL_CLUSTER_${flag.toUpperCase().replaceAll('-', '_')}`;
@@ -136,6 +148,8 @@ export function readWorkerSettings(source: SettingSource): WorkerSettings {
 		livenessPath: read('livenessPath', parsePath),
 		keepAliveTimeoutMs: read('keepAliveTimeoutMs', parseDurationSetting),
 		checkTimeoutMs: read('checkTimeoutMs', parsePositiveDuration),
+		maxConnectionAgeMs: read('maxConnectionAgeMs', parseDurationSetting),
+		maxEventLoopDelayMs: read('maxEventLoopDelayMs', parseDurationSetting),
 	};
 	checkProbePaths(settings);
 	return settings;
@@ -164,5 +178,7 @@ export function workerSettingsToEnv(settings: WorkerSettings): Record<string, st
 		[envName(SETTING_FLAGS.livenessPath)]: settings.livenessPath,
 		[envName(SETTING_FLAGS.keepAliveTimeoutMs)]: `${settings.keepAliveTimeoutMs}ms`,
 		[envName(SETTING_FLAGS.checkTimeoutMs)]: `${settings.checkTimeoutMs}ms`,
+		[envName(SETTING_FLAGS.maxConnectionAgeMs)]: `${settings.maxConnectionAgeMs}ms`,
+		[envName(SETTING_FLAGS.maxEventLoopDelayMs)]: `${settings.maxEventLoopDelayMs}ms`,
 	};
 }
