@@ -149,6 +149,8 @@ export interface HeartbeatMessage {
 	readonly requests: number;
 	/** Requests the app is handling now; 0 with nothing drained. */
 	readonly inflight: number;
+	/** Connections it closed for their age (`--max-connection-age`) since it started; absent while 0, and from an older helper. */
+	readonly connectionsAged?: number;
 }
 
 /** Not an IPC message: the stack-capture thread writes it to stderr, since the IPC channel belongs to the blocked thread. */
@@ -266,7 +268,7 @@ const FIELDS: {readonly [T in Message['type']]: Validator<Extract<Message, {type
 	'end-reject': {},
 	'report-now': {id: 'count'},
 	metrics: {id: 'count', metrics: 'metrics'},
-	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count'},
+	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count', connectionsAged: 'count?'},
 };
 
 /** Never throws, whatever the app sends: a primary that crashes on a bad message would drop every request. */

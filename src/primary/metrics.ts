@@ -34,6 +34,7 @@ export const METRICS = {
 	worker_exits_total: {type: 'counter', labels: ['reason'], help: 'Workers gone, by reason (drain, crash, hung, memory, requests, reload, deadline, second-signal, start-failed)'},
 	requests_in_flight: {type: 'gauge', labels: [], help: 'Requests the workers are handling (their last report or heartbeat)'},
 	requests_rejected_total: {type: 'counter', labels: [], help: 'Requests answered 503 while draining'},
+	connections_aged_total: {type: 'counter', labels: [], help: 'Connections closed for their age (--max-connection-age): Connection: close on HTTP/1.1, GOAWAY on HTTP/2'},
 	connections_open: {type: 'gauge', labels: ['kind'], help: 'Open long-lived connections by kind (upgrade, stream), as the workers last reported them'},
 	drain_phase: {type: 'gauge', labels: [], help: '0 serving, then 1 serve, 2 reject, 3 closing, 4 stopping'},
 	drain_duration_seconds: {type: 'gauge', labels: [], help: 'How long the drain has lasted, or lasted once finished; 0 before a drain'},
@@ -55,12 +56,11 @@ export class ClusterMetrics {
 	private readonly app = new AppMetrics();
 	private readonly fleet: ClusterView['fleet'];
 	private readonly restarts = new Map<number, number>();
-	private readonly rejectedSeen = new Map<WorkerRecord, number>();
+	private readonly totals: RunningTotal[] = [];
 	private readonly waiting = new Map<number, () => void>();
 	private nextId = 1;
 	private readonly starts: client.Counter;
 	private readonly exits: client.Counter;
-	private readonly rejected: client.Counter;
 	private readonly scrapeFailures: client.Counter;
 
 	constructor(private readonly view: () => ClusterView, private readonly logger: Logger, private readonly waitMs = METRICS_WAIT_MS) {
@@ -104,7 +104,8 @@ export class ClusterMetrics {
 		gauge('requests_in_flight', function () {
 			this.set(self.fleet.alive.reduce((sum, record) => sum + inflightOf(record), 0));
 		});
-		this.rejected = counter('requests_rejected_total');
+		// Rejections come in drain reports, aged connections in heartbeats.
+		this.totals.push(new RunningTotal(counter('requests_rejected_total'), record => record.report?.rejected), new RunningTotal(counter('connections_aged_total'), record => record.health?.connectionsAged));
 		gauge('connections_open', function () {
 			const {upgrades, streams} = sumOpen(self.fleet.alive.map(record => record.report));
 			this.set({kind: 'upgrade'}, upgrades);
@@ -233,12 +234,8 @@ export class ClusterMetrics {
 			return;
 		}
 
-		// Rejections arrive as running totals per worker: count what is new.
-		const total = record.report?.rejected;
-		const seen = this.rejectedSeen.get(record) ?? 0;
-		if (total !== undefined && total > seen) {
-			this.rejected.inc(total - seen);
-			this.rejectedSeen.set(record, total);
+		for (const total of this.totals) {
+			total.update(record);
 		}
 	};
 
@@ -250,6 +247,28 @@ export class ClusterMetrics {
 	private readonly onGone = (record: WorkerRecord): void => {
 		this.exits.inc({reason: record.state.name === 'gone' ? exitReason(record.state, {draining: this.view().drain !== undefined, leftForBasicDrain: record.leftForBasicDrain}) : 'crash'});
 		this.app.leave(record.id);
-		this.rejectedSeen.delete(record);
+		for (const total of this.totals) {
+			total.forget(record);
+		}
 	};
+}
+
+/** A counter fed by a running total per worker: each worker's new part is added once. */
+class RunningTotal {
+	private readonly seen = new Map<WorkerRecord, number>();
+
+	constructor(private readonly counter: client.Counter, private readonly read: (record: WorkerRecord) => number | undefined) {}
+
+	update(record: WorkerRecord): void {
+		const total = this.read(record);
+		const seen = this.seen.get(record) ?? 0;
+		if (total !== undefined && total > seen) {
+			this.counter.inc(total - seen);
+			this.seen.set(record, total);
+		}
+	}
+
+	forget(record: WorkerRecord): void {
+		this.seen.delete(record);
+	}
 }

@@ -57,6 +57,8 @@ export interface WorkerStatus {
 	readonly eventLoopDelayMs: number | null;
 	readonly heartbeatAgeMs: number | null;
 	readonly requests: number | null;
+	/** Connections it closed for their age (`--max-connection-age`). */
+	readonly connectionsAged: number | null;
 }
 
 export function workerStatus(record: WorkerRecord, view: ClusterView, restarts: number): WorkerStatus {
@@ -81,6 +83,7 @@ export function workerStatus(record: WorkerRecord, view: ClusterView, restarts: 
 		heartbeatAgeMs: health ? Math.round(now - health.at) : null,
 		// Requests since it started, from its heartbeat (a drain report counts only the drain's).
 		requests: health?.requests ?? null,
+		connectionsAged: health?.connectionsAged ?? null,
 	};
 }
 

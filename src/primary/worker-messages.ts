@@ -85,14 +85,8 @@ export function messageHandlers(context: HandlerContext): Handlers {
 			}
 		},
 		heartbeat: (record, message) => {
-			record.health = {
-				at: context.now(),
-				rssBytes: message.rssBytes,
-				heapUsedBytes: message.heapUsedBytes,
-				loopDelayMs: message.loopDelayMs,
-				requests: message.requests,
-				inflight: message.inflight,
-			};
+			const {rssBytes, heapUsedBytes, loopDelayMs, requests, inflight, connectionsAged = 0} = message;
+			record.health = {at: context.now(), rssBytes, heapUsedBytes, loopDelayMs, requests, inflight, connectionsAged};
 		},
 	};
 }

@@ -14,7 +14,7 @@ import type {LastLines} from './output.js';
 import type {WorkerHandle} from './edges.js';
 import type {Counts} from '../counts.js';
 import {isCleanShutdownCode, SIGNAL_ACTIONS, type HandledSignal} from '../signals.js';
-import {UNSENT_HOOK_FAILURE_EXIT, type ArrivalsReport} from '../protocol.js';
+import {UNSENT_HOOK_FAILURE_EXIT, type ArrivalsReport, type HeartbeatMessage} from '../protocol.js';
 
 /** `member`: one of the N, restarted if it crashes. `candidate`: a reload's replacement, not yet promoted. */
 export type Role = 'member' | 'candidate';
@@ -35,14 +35,11 @@ export type ReplaceReason = Extract<StartReason, 'memory' | 'requests' | 'reload
 export type RetireReason = ReplaceReason | 'start-failed';
 
 /** The worker's last heartbeat (protocol.ts `HeartbeatMessage`), as the primary received it. */
-export interface WorkerHealth {
+/** Its last heartbeat (protocol.ts `HeartbeatMessage`). */
+export interface WorkerHealth extends Omit<HeartbeatMessage, 'type' | 'connectionsAged'> {
 	/** `clock.now()` when it was received. */
 	readonly at: number;
-	readonly rssBytes: number;
-	readonly heapUsedBytes: number;
-	readonly loopDelayMs: number;
-	readonly requests: number;
-	readonly inflight: number;
+	readonly connectionsAged: number;
 }
 
 /** Where a running worker stands: what it is to the fleet, and whether it has a server to drain. */

@@ -23,7 +23,7 @@ export interface WorkerChannel {
 	readonly listeners: Set<(drain: ReceivedDrain) => void>;
 	send(message: ToPrimary, callback?: () => void): void;
 	/** Set by the drain: the request counts the heartbeat carries; unset (nothing drained), 0. */
-	stats: (() => {readonly requests: number; readonly inflight: number}) | undefined;
+	stats: (() => {readonly requests: number; readonly inflight: number; readonly connectionsAged?: number}) | undefined;
 	/**
 	 * The optional members are set by the drain or the bootstrap; a channel made by an
 	 * older bootstrap (another installed copy) lacks them. `metrics` unset: the app gave

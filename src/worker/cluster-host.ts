@@ -118,7 +118,7 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 	process.on('exit', () => {
 		drain.exiting();
 	});
-	channel.stats = () => ({requests: drain.requests, inflight: drain.inflight});
+	channel.stats = () => ({requests: drain.requests, inflight: drain.inflight, connectionsAged: drain.connectionsAged});
 	channel.endReject = () => {
 		drain.endReject();
 	};

@@ -34,6 +34,7 @@ export function createFilter(server: DrainableServer, settings: WorkerSettings, 
 		lingerMs,
 		arrivals,
 		onNotice,
+		maxConnectionAgeMs: settings.maxConnectionAgeMs,
 	};
 	// HTTP/2 ends connections with GOAWAY, not `Connection: close`.
 	if (drainableKind(server) === 'http2') {

@@ -143,6 +143,10 @@ export class ProcessDrain {
 		return this.servers.requests;
 	}
 
+	get connectionsAged(): number {
+		return this.servers.connectionsAged;
+	}
+
 	addHook(hook: ShutdownHook): void {
 		this.shutdown.add(hook);
 	}

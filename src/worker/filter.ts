@@ -47,6 +47,8 @@ export interface FilterOptions {
 	readonly onLateListen?: ((address: ReturnType<net.Server['address']>) => void) | undefined;
 	/** The longest a connection the drain closes may linger now (less near the deadline); LINGER_MAX_MS when absent. */
 	readonly lingerMs?: (() => number) | undefined;
+	/** `--max-connection-age`; 0 or absent: off. */
+	readonly maxConnectionAgeMs?: number | undefined;
 }
 
 /**
@@ -69,6 +71,8 @@ export interface ServerFilter extends FilterCounts {
 	readonly server: net.Server;
 	/** Requests handed to the app since attach(), HTTP/2 streams included; not probes nor rejected ones. */
 	readonly requests: number;
+	/** Connections closed for their age (`--max-connection-age`), HTTP/2 sessions included. */
+	readonly connectionsAged: number;
 	setReadiness(readiness: ReadinessProbe): void;
 	setMode(mode: Mode): void;
 	/** `keepIdle`: leave idle connections open for their next request (a reload's linger); otherwise close them now. */

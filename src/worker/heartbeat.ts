@@ -84,6 +84,7 @@ export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: 
 			loopDelayMs: first ? 0 : loopDelayMs,
 			requests: stats?.requests ?? 0,
 			inflight: stats?.inflight ?? 0,
+			...(stats?.connectionsAged ? {connectionsAged: stats.connectionsAged} : {}),
 		});
 		first = false;
 	}, LOOP_SAMPLE_MS).unref();

@@ -18,6 +18,7 @@ import {Ledger} from './ledger.js';
 import {endOwnedStream, isEventStreamResponse, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
 import {answerHere, answerProbe, answerUpgrade, DrainAnswers, RETIRE_STREAM, RETIRE_UPGRADE_BYTES} from './http1-answers.js';
 import {ServerClose} from './http1-server.js';
+import {ageConnection, agedCounter, drawAge} from './connection-age.js';
 import {Probes, type ProbeAnswer} from './probes.js';
 import type {ReadinessProbe} from './readiness.js';
 
@@ -59,6 +60,9 @@ export class RequestFilter implements ServerFilter {
 	private readonly answers: DrainAnswers;
 	private readonly originalEmit: Server['emit'];
 	private readonly serverClose: ServerClose;
+	private readonly maxConnectionAgeMs: number;
+	/** Connections given `Connection: close` for their age. */
+	private aged = 0;
 	/** True while `intercept` runs for a `'checkContinue'`: no body is coming until we say so. */
 	private expectingContinue = false;
 	private readonly isOpen = (response: ServerResponse): boolean => this.ledger.has(response);
@@ -73,6 +77,7 @@ export class RequestFilter implements ServerFilter {
 		this.arrivals = options.arrivals ?? new Arrivals(inBackground(systemClock));
 		this.answers = new DrainAnswers(options.retryAfterSeconds);
 		this.closing = new ClosingConnections(options.onIdle, () => options.lingerMs?.() ?? LINGER_MAX_MS);
+		this.maxConnectionAgeMs = options.maxConnectionAgeMs ?? 0;
 		this.originalEmit = server.emit;
 		this.serverClose = new ServerClose(server, options.keepAliveTimeoutMs ?? 0, keepIdle => {
 			options.onLateListen?.(server.address());
@@ -122,6 +127,10 @@ export class RequestFilter implements ServerFilter {
 
 	get rejected(): number {
 		return this.ledger.rejected;
+	}
+
+	get connectionsAged(): number {
+		return this.aged;
 	}
 
 	get redirected(): number {
@@ -227,8 +236,12 @@ export class RequestFilter implements ServerFilter {
 
 		// One comparison while serving (bench/filter-micro.js): everything the drain does sits behind it.
 		if (this.mode === Mode.SERVING) {
-			const socket = request.socket as Counted;
-			(socket[PEER_COUNTER] ?? this.firstRequest(socket, request)).n++;
+			const counter = (request.socket as Counted)[PEER_COUNTER];
+			if (counter !== undefined) {
+				counter.n++;
+			} else if (!this.unseen(request, response)) {
+				return true;
+			}
 		} else {
 			// What the load balancer sent, whatever the answer: a pipelined request dropped below included.
 			this.arrivals.arrived(request.socket?.remoteAddress, request.headers['user-agent']);
@@ -265,6 +278,39 @@ export class RequestFilter implements ServerFilter {
 	 * opens with `GET /socket.io/?...transport=polling`; under several workers its later
 	 * polls land on workers that do not know its session (the primary warns once).
 	 */
+	/**
+	 * A request the serving path has no counter for: a connection's first, or the
+	 * next one on a connection past its age (connection-age.ts), which gets
+	 * `Connection: close`. False: the request is not to run (behind that close).
+	 */
+	private unseen(request: IncomingMessage, response: ServerResponse): boolean {
+		const {socket} = request;
+		const aged = agedCounter(socket);
+		if (aged === undefined) {
+			this.firstRequest(socket, request).n++;
+			if (this.maxConnectionAgeMs > 0) {
+				ageConnection(socket, drawAge(this.maxConnectionAgeMs));
+			}
+
+			return true;
+		}
+
+		aged.n++;
+		// An event stream holds its connection as long as it lasts: the close waits for a request after it.
+		if (wantsEventStream(request.headers)) {
+			return true;
+		}
+
+		// A request pipelined behind the close is not run: Node would drop its response; the client retries it.
+		if (!claimLast(request, this.closing.afterLast)) {
+			return false;
+		}
+
+		response.setHeader('Connection', 'close');
+		this.aged++;
+		return true;
+	}
+
 	private firstRequest(socket: Counted, request: IncomingMessage): PeerCounter {
 		const url = request.url ?? '';
 		if (url.startsWith(SOCKET_IO_PATH) && url.includes('transport=polling')) {

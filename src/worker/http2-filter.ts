@@ -64,7 +64,7 @@ export class Http2Filter implements ServerFilter {
 	private readonly ledger: Ledger<ServerHttp2Stream>;
 	private readonly probes: Probes;
 	private readonly arrivals: Arrivals;
-	private readonly sessions = new Sessions();
+	private readonly sessions: Sessions;
 	private mode: Mode = Mode.SERVING;
 	/**
 	 * HTTP/1.1 on this server (`allowHTTP1`). Node keeps no list of those connections on
@@ -78,6 +78,7 @@ export class Http2Filter implements ServerFilter {
 	private readonly currentMode = (): Mode => this.mode;
 
 	constructor(readonly server: Http2AnyServer, private readonly options: FilterOptions) {
+		this.sessions = new Sessions(options.maxConnectionAgeMs);
 		this.ownEmit = server.emit;
 		// One telemetry for both protocols of the server.
 		this.arrivals = options.arrivals ?? new Arrivals(inBackground(systemClock));
@@ -142,6 +143,10 @@ export class Http2Filter implements ServerFilter {
 
 	get requests(): number {
 		return this.ledger.requests + this.http1.requests;
+	}
+
+	get connectionsAged(): number {
+		return this.sessions.aged + this.http1.connectionsAged;
 	}
 
 	/** HTTP/1.1 upgrades only: RFC 8441 WebSockets are streams, and not filtered. */

@@ -6,6 +6,7 @@
  * per stream.
  */
 import type {ServerHttp2Session} from 'node:http2';
+import {drawAge} from './connection-age.js';
 
 const NO_ERROR = 0;
 /** A GOAWAY carrying the largest stream id refuses no stream yet, it only announces the end (RFC 9113 section 6.8). */
@@ -47,8 +48,11 @@ export class Sessions {
 	private readonly noticed: Array<{readonly session: TrackedSession; readonly at: number}> = [];
 	private noticeTimer: NodeJS.Timeout | undefined;
 	private readonly onSessionClose: (this: ServerHttp2Session) => void;
+	/** Sessions closed for their age (`--max-connection-age`). */
+	aged = 0;
 
-	constructor() {
+	/** `maxAgeMs`: `--max-connection-age`, 0 for off. */
+	constructor(private readonly maxAgeMs = 0) {
 		const sessions = this;
 		this.onSessionClose = function (this: ServerHttp2Session) {
 			sessions.open.delete(this);
@@ -63,7 +67,27 @@ export class Sessions {
 		this.open.add(session);
 		session.on('close', this.onSessionClose);
 		this.tell(session, this.floor);
+		if (this.maxAgeMs > 0) {
+			this.age(session);
+		}
 	};
+
+	/**
+	 * Past its age a session gets the drain's two GOAWAYs: the notice, then after a
+	 * round trip's allowance its last stream (`endNotices`); its streams finish. One a
+	 * drain reached first is left to the drain.
+	 */
+	private age(session: TrackedSession): void {
+		const timer = setTimeout(() => {
+			if ((session[SESSION_STAGE] ?? 'open') === 'open' && !session.closed && !session.destroyed) {
+				this.aged++;
+				this.tell(session, 'notified');
+			}
+		}, drawAge(this.maxAgeMs)).unref();
+		session.once('close', () => {
+			clearTimeout(timer);
+		});
+	}
 
 	/** A session opened since the drain began gets its notice now, while this stream keeps nghttp2 reading. */
 	streamDuringDrain(session: ServerHttp2Session | undefined): void {

@@ -43,7 +43,7 @@ test('watchdog: each heartbeat counts as a sign of life from the moment it is re
 	p.clock.advance(1500);
 	a!.beat({rssBytes: 1, heapUsedBytes: 2, loopDelayMs: 3, requests: 4, inflight: 5});
 	t.like(p.lines.find(line => line.msg === 'worker started'), {reason: 'initial'});
-	t.deepEqual(p.records()[0]!.health, {at: 1500, rssBytes: 1, heapUsedBytes: 2, loopDelayMs: 3, requests: 4, inflight: 5});
+	t.deepEqual(p.records()[0]!.health, {at: 1500, rssBytes: 1, heapUsedBytes: 2, loopDelayMs: 3, requests: 4, inflight: 5, connectionsAged: 0});
 	p.clock.advance(TIMEOUT - 500);
 	t.deepEqual(a!.signals, [], 'its heartbeat at 1.5 s restarted the count: silent 4.5 s at the 6 s check');
 	p.clock.advance(1000);
