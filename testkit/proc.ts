@@ -225,7 +225,11 @@ export function parseJsonLine(line: Line): Record<string, unknown> | undefined {
 
 /** process.env without the GRACEFUL_CLUSTER_* settings a developer may have exported, plus `extra`. */
 export function cleanEnv(extra: Readonly<Record<string, string>> = {}): NodeJS.ProcessEnv {
-	return {...Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('GRACEFUL_CLUSTER_'))), ...extra};
+	const env = Object.entries(process.env);
+	// TEST_GRACEFUL_CLUSTER_<OPTION>=value runs every cluster of the suite with that option on
+	// (TEST_GRACEFUL_CLUSTER_MAX_CONNECTION_AGE=400ms npm test); a test's own flags still win.
+	const suiteWide = env.filter(([key]) => key.startsWith('TEST_GRACEFUL_CLUSTER_')).map(([key, value]) => [key.slice('TEST_'.length), value]);
+	return {...Object.fromEntries(env.filter(([key]) => !key.startsWith('GRACEFUL_CLUSTER_'))), ...Object.fromEntries(suiteWide), ...extra};
 }
 
 /**
