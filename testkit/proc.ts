@@ -228,8 +228,9 @@ export function cleanEnv(extra: Readonly<Record<string, string>> = {}): NodeJS.P
 	const env = Object.entries(process.env);
 	// TEST_GRACEFUL_CLUSTER_<OPTION>=value runs every cluster of the suite with that option on
 	// (TEST_GRACEFUL_CLUSTER_MAX_CONNECTION_AGE=400ms npm test); a test's own flags still win.
-	const suiteWide = env.filter(([key]) => key.startsWith('TEST_GRACEFUL_CLUSTER_')).map(([key, value]) => [key.slice('TEST_'.length), value]);
-	return {...Object.fromEntries(env.filter(([key]) => !key.startsWith('GRACEFUL_CLUSTER_'))), ...Object.fromEntries(suiteWide), ...extra};
+	const suiteWide = env.filter(([key]) => key.startsWith('TEST_GRACEFUL_CLUSTER_')).map(([key, value]): [string, string | undefined] => [key.slice('TEST_'.length), value]);
+	const kept = env.filter(([key]) => !key.startsWith('GRACEFUL_CLUSTER_'));
+	return {...Object.fromEntries(kept), ...Object.fromEntries(suiteWide), ...extra} as NodeJS.ProcessEnv;
 }
 
 /**
