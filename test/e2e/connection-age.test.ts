@@ -20,14 +20,14 @@ async function untilClose(connection: RawConnection, limit: number): Promise<{re
 	const started = performance.now();
 	const statuses: number[] = [];
 	for (let i = 0; i < limit; i++) {
-		 
+
 		const response = await connection.request('/');
 		statuses.push(response.status);
 		if (response.headers['connection'] === 'close') {
 			return {responses: statuses.length, statuses, closeAfterMs: performance.now() - started};
 		}
 
-		 
+
 		await new Promise(resolve => {
 			setTimeout(resolve, 20);
 		});
@@ -73,49 +73,52 @@ test('HTTP/1.1 without the option: a kept-alive connection is never told to clos
 	t.is((await app.exited).code, 0, app.text());
 });
 
-test('undici\'s keep-alive pool under steady load: its connections are replaced as they age, and not one request fails', async t => {
-	const app = await startCluster(t, ['--max-connection-age', '300ms', '--reject-period', '300ms'], fixture('app.mjs'), {workers: 2});
-	const pool = new Pool(url(app.port), {connections: 4, pipelining: 1});
-	t.teardown(async () => pool.destroy());
-	const ports = new Set<string>();
-	let failures = 0;
-	let served = 0;
-	const until = performance.now() + 2500;
-	await Promise.all(Array.from({length: 4}, async () => {
-		while (performance.now() < until) {
-			try {
-				 
-				const response = await pool.request({path: '/pid', method: 'GET'});
-				 
-				await response.body.text();
-				if (response.statusCode === 200) {
-					served++;
-				} else {
+for (const pipelining of [1, 4]) {
+	test(`undici's keep-alive pool under steady load, pipelining ${pipelining}: its connections are replaced as they age, and not one request fails`, async t => {
+		const app = await startCluster(t, ['--max-connection-age', '300ms', '--reject-period', '300ms'], fixture('app.mjs'), {workers: 2});
+		const pool = new Pool(url(app.port), {connections: 4, pipelining});
+		t.teardown(async () => pool.destroy());
+		const ports = new Set<string>();
+		let failures = 0;
+		let served = 0;
+		const until = performance.now() + 2500;
+		await Promise.all(Array.from({length: 4}, async () => {
+			while (performance.now() < until) {
+				try {
+
+					const response = await pool.request({path: '/pid', method: 'GET'});
+
+					await response.body.text();
+					if (response.statusCode === 200) {
+						served++;
+					} else {
+						failures++;
+					}
+
+					ports.add(String(response.headers['connection'] ?? 'keep-alive'));
+				} catch {
 					failures++;
 				}
-
-				ports.add(String(response.headers['connection'] ?? 'keep-alive'));
-			} catch {
-				failures++;
 			}
-		}
-	}));
-	t.is(failures, 0);
-	t.true(served > 100, `${served} served`);
-	t.true(ports.has('close'), 'some responses closed their connection for its age');
-	app.kill('SIGTERM');
-	t.is((await app.exited).code, 0, app.text());
-	t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0});
-});
+		}));
+		t.is(failures, 0);
+		t.true(served > 100, `${served} served`);
+		t.true(ports.has('close'), 'some responses closed their connection for its age');
+		app.kill('SIGTERM');
+		t.is((await app.exited).code, 0, app.text());
+		t.like(app.lines.find(line => line.msg === 'drain finished'), {outcome: 'clean', exitCode: 0});
+	});
+}
 
-test('HTTP/2: a session past its age gets a GOAWAY that announces the close, then one naming its last stream; its streams finish; a client that reconnects loses no request', async t => {
+test('HTTP/2: a session past its age gets a GOAWAY that announces the close, then one naming its last stream; its streams finish; a stream refused in the notice\'s round trip is the only loss, and is safe to retry', async t => {
 	const app = await startCluster(t, ['--max-connection-age', `${AGE_MS}ms`, '--reject-period', '300ms'], fixture('http2.mjs'), {workers: 1, env: {FIXTURE_SERVER: 'h2c'}});
 	let session = connect(t, app.port);
 	const first = session;
 	// A long response under way as the session ages: it finishes.
 	const slow = first.request(`/slow?ms=${AGE_MS + 800}`);
 	let answered = 0;
-	let failed = 0;
+	let refused = 0;
+	const failures: unknown[] = [];
 	const until = performance.now() + (AGE_MS * 2.5);
 	while (performance.now() < until) {
 		if (session.goaways.length > 0) {
@@ -123,19 +126,28 @@ test('HTTP/2: a session past its age gets a GOAWAY that announces the close, the
 		}
 
 		try {
-			 
+
 			const response = await session.request('/');
 			if (response.status === 200) {
 				answered++;
 			} else {
-				failed++;
+				failures.push(response.status);
 			}
-		} catch {
-			failed++;
+		} catch (error) {
+			// Sent before this client read the notice: nghttp2 (Node's HTTP/2) takes no new
+			// stream once it sent a GOAWAY, so the final one refuses it. RFC 9113 section 8.7:
+			// never processed, safe to retry; the next round sends it on a new session.
+			if ((error as {code?: string}).code === 'ERR_HTTP2_STREAM_ERROR' && String((error as Error).message).includes('REFUSED_STREAM')) {
+				refused++;
+			} else {
+				failures.push(error);
+			}
 		}
 	}
 
-	t.is(failed, 0);
+	t.deepEqual(failures, []);
+	t.log(`${answered} answered, ${refused} refused (never processed: safe to retry)`);
+	t.true(refused <= 2, `${refused} refused`);
 	t.true(answered > 10, `${answered} answered`);
 	const notice = await first.goaway(1);
 	t.is(notice.lastStreamID, MAX_STREAM_ID, 'the first GOAWAY only announces');
