@@ -5,6 +5,7 @@
 //   npm run bench                 # full run, about 25 minutes on 2 cores (with valgrind installed)
 //   npm run bench -- --quick      # short run, about 4 minutes, fewer rounds, no twins
 //   npm run bench -- --only=hello,cluster   # some figures only
+//   npm run bench -- --only=rebalance,overload   # capacity: connection age and overload (capacity.js), about 3 minutes
 //
 // Needs `npm run build` at the repo root first (it runs dist/src/cli.js).
 // The load generator (autocannon, in this process) shares the machine's cores
@@ -16,6 +17,7 @@ import http from 'node:http';
 import os from 'node:os';
 import {performance} from 'node:perf_hooks';
 import process from 'node:process';
+import {figureOverload, figureRebalance} from './capacity.js';
 import {figureCluster, figureProtocols, hotPathConfig} from './hot-path.js';
 import {figureInstructions} from './instructions.js';
 import {closeAll, openIdle, scheduleSenders, statuses, waitAllClosed} from './lib/idle.js';
@@ -29,7 +31,7 @@ import {measureFilter} from './filter-micro.js';
 const argv = process.argv.slice(2);
 const quick = argv.includes('--quick');
 const only = argv.find(arg => arg.startsWith('--only='))?.slice('--only='.length).split(',');
-const FIGURES = ['filter', 'protocols', 'instructions', 'cluster', 'cluster-new-connection', 'reject', 'exit', 'sigterm', 'timers', 'memory', 'start', 'idle'];
+const FIGURES = ['filter', 'protocols', 'instructions', 'cluster', 'cluster-new-connection', 'reject', 'exit', 'sigterm', 'timers', 'memory', 'start', 'idle', 'rebalance', 'overload'];
 const wanted = name => !only || only.includes(name);
 
 const config = quick
@@ -412,7 +414,7 @@ function commit() {
 }
 
 const hotPath = hotPathConfig(quick);
-const runners = {filter: figureFilter, protocols: () => figureProtocols(report, hotPath), instructions: () => figureInstructions(report, {rounds: quick ? 1 : 3}), cluster: () => figureCluster(report, hotPath), 'cluster-new-connection': () => figureCluster(report, {...hotPath, newConnection: true}), reject: figureReject, exit: figureExit, sigterm: figureSigterm, timers: figureTimers, memory: figureMemory, start: figureStart, idle: figureIdle};
+const runners = {filter: figureFilter, protocols: () => figureProtocols(report, hotPath), instructions: () => figureInstructions(report, {rounds: quick ? 1 : 3}), cluster: () => figureCluster(report, hotPath), 'cluster-new-connection': () => figureCluster(report, {...hotPath, newConnection: true}), reject: figureReject, exit: figureExit, sigterm: figureSigterm, timers: figureTimers, memory: figureMemory, start: figureStart, idle: figureIdle, rebalance: () => figureRebalance(report), overload: () => figureOverload(report)};
 
 async function main() {
 	// Read now: the tree may change while the run goes on.

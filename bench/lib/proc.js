@@ -69,9 +69,10 @@ export const CLUSTER = new URL('../servers/cluster.mjs', import.meta.url).pathna
  * lines. `lines` holds each parsed line with `at`, the performance.now() of its
  * arrival here. With `stdout: 'ignore'`, output goes nowhere (no parsing cost
  * during loads). `command`: another program that runs node itself (valgrind),
- * given `args` whole.
+ * given `args` whole (HAProxy: `parse` keeps its lines as they are, `stderr: 'pipe'`
+ * takes its warnings into `lines` instead of the terminal).
  */
-export function start(args, {env = {}, stdout = 'pipe', nodeArgs = [], command} = {}) {
+export function start(args, {env = {}, stdout = 'pipe', stderr = 'inherit', nodeArgs = [], command, parse = parseTimedLine} = {}) {
 	// 'file': the output goes to a file that is polled only while someone waits
 	// for a line, so that a flood of debug lines costs this process nothing.
 	let file;
@@ -87,8 +88,8 @@ export function start(args, {env = {}, stdout = 'pipe', nodeArgs = [], command} 
 		cwd: ROOT,
 		env: {...process.env, BENCH_DIST: paths.dist, BENCH_WORKER: paths.worker, ...env},
 		stdout: stdio,
-		stderr: 'inherit',
-		parse: parseTimedLine,
+		stderr,
+		parse,
 	});
 	if (file) {
 		closeSync(stdio);

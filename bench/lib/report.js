@@ -16,9 +16,14 @@ export const verdict = ok => ok ? 'met' : 'NOT met';
 export function createReport() {
 	const rows = [];
 	const notes = [];
+	const tables = [];
 	return {
 		rows,
 		notes,
+		/** A figure's own markdown table (a time series, a breakdown), printed under the notes. */
+		table(text) {
+			tables.push(text);
+		},
 		row(figure, baseline, measured, goal, verdictText) {
 			rows.push({figure, baseline, measured, goal, verdict: verdictText});
 			log(`  -> ${figure}: ${measured} [${verdictText}]`);
@@ -41,6 +46,10 @@ export function createReport() {
 			];
 			if (notes.length > 0) {
 				lines.push('', ...notes.map(note => `- ${note}`));
+			}
+
+			for (const table of tables) {
+				lines.push('', table);
 			}
 
 			return lines.join('\n');
