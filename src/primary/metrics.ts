@@ -34,6 +34,9 @@ export const METRICS = {
 	worker_exits_total: {type: 'counter', labels: ['reason'], help: 'Workers gone, by reason (drain, crash, hung, memory, requests, reload, deadline, second-signal, start-failed)'},
 	requests_in_flight: {type: 'gauge', labels: [], help: 'Requests the workers are handling (their last report or heartbeat)'},
 	requests_rejected_total: {type: 'counter', labels: [], help: 'Requests answered 503 while draining'},
+	requests_shed_total: {type: 'counter', labels: [], help: 'Requests answered 503 because their worker\'s event loop lagged more than --max-event-loop-delay'},
+	shedding_seconds_total: {type: 'counter', labels: [], help: 'Time workers spent shedding new requests (--max-event-loop-delay), summed over workers'},
+	workers_shedding: {type: 'gauge', labels: [], help: 'Workers shedding new requests now (--max-event-loop-delay), as of their last heartbeat'},
 	connections_open: {type: 'gauge', labels: ['kind'], help: 'Open long-lived connections by kind (upgrade, stream), as the workers last reported them'},
 	drain_phase: {type: 'gauge', labels: [], help: '0 serving, then 1 serve, 2 reject, 3 closing, 4 stopping'},
 	drain_duration_seconds: {type: 'gauge', labels: [], help: 'How long the drain has lasted, or lasted once finished; 0 before a drain'},
@@ -56,11 +59,14 @@ export class ClusterMetrics {
 	private readonly fleet: ClusterView['fleet'];
 	private readonly restarts = new Map<number, number>();
 	private readonly rejectedSeen = new Map<WorkerRecord, number>();
+	private readonly shedSeen = new Map<WorkerRecord, {shed: number; sheddingMs: number}>();
 	private readonly waiting = new Map<number, () => void>();
 	private nextId = 1;
 	private readonly starts: client.Counter;
 	private readonly exits: client.Counter;
 	private readonly rejected: client.Counter;
+	private readonly shed: client.Counter;
+	private readonly sheddingSeconds: client.Counter;
 	private readonly scrapeFailures: client.Counter;
 
 	constructor(private readonly view: () => ClusterView, private readonly logger: Logger, private readonly waitMs = METRICS_WAIT_MS) {
@@ -105,6 +111,11 @@ export class ClusterMetrics {
 			this.set(self.fleet.alive.reduce((sum, record) => sum + inflightOf(record), 0));
 		});
 		this.rejected = counter('requests_rejected_total');
+		this.shed = counter('requests_shed_total');
+		this.sheddingSeconds = counter('shedding_seconds_total');
+		gauge('workers_shedding', function () {
+			this.set(self.fleet.alive.filter(record => record.health?.shedding === true).length);
+		});
 		gauge('connections_open', function () {
 			const {upgrades, streams} = sumOpen(self.fleet.alive.map(record => record.report));
 			this.set({kind: 'upgrade'}, upgrades);
@@ -233,6 +244,11 @@ export class ClusterMetrics {
 			return;
 		}
 
+		if (message.type === 'heartbeat') {
+			this.onHeartbeat(record);
+			return;
+		}
+
 		// Rejections arrive as running totals per worker: count what is new.
 		const total = record.report?.rejected;
 		const seen = this.rejectedSeen.get(record) ?? 0;
@@ -241,6 +257,27 @@ export class ClusterMetrics {
 			this.rejectedSeen.set(record, total);
 		}
 	};
+
+	/** The shedding's figures arrive as running totals per worker: count what is new, so a gone worker's stay counted. */
+	private onHeartbeat(record: WorkerRecord): void {
+		const {health} = record;
+		if (health?.shed === undefined && health?.sheddingMs === undefined) {
+			return;
+		}
+
+		const seen = this.shedSeen.get(record) ?? {shed: 0, sheddingMs: 0};
+		const shed = health.shed ?? seen.shed;
+		const sheddingMs = health.sheddingMs ?? seen.sheddingMs;
+		if (shed > seen.shed) {
+			this.shed.inc(shed - seen.shed);
+		}
+
+		if (sheddingMs > seen.sheddingMs) {
+			this.sheddingSeconds.inc((sheddingMs - seen.sheddingMs) / 1000);
+		}
+
+		this.shedSeen.set(record, {shed: Math.max(shed, seen.shed), sheddingMs: Math.max(sheddingMs, seen.sheddingMs)});
+	}
 
 	private onMetrics(record: WorkerRecord, message: MetricsMessage): void {
 		this.app.update(record.id, message.metrics);
@@ -251,5 +288,6 @@ export class ClusterMetrics {
 		this.exits.inc({reason: record.state.name === 'gone' ? exitReason(record.state, {draining: this.view().drain !== undefined, leftForBasicDrain: record.leftForBasicDrain}) : 'crash'});
 		this.app.leave(record.id);
 		this.rejectedSeen.delete(record);
+		this.shedSeen.delete(record);
 	};
 }

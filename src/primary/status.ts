@@ -57,6 +57,10 @@ export interface WorkerStatus {
 	readonly eventLoopDelayMs: number | null;
 	readonly heartbeatAgeMs: number | null;
 	readonly requests: number | null;
+	/** `--max-event-loop-delay`: shedding new requests as of its last heartbeat; null when off or before the first. */
+	readonly shedding: boolean | null;
+	/** `--max-event-loop-delay`: requests it answered 503 by shedding since it started; null when off. */
+	readonly shed: number | null;
 }
 
 export function workerStatus(record: WorkerRecord, view: ClusterView, restarts: number): WorkerStatus {
@@ -81,6 +85,8 @@ export function workerStatus(record: WorkerRecord, view: ClusterView, restarts: 
 		heartbeatAgeMs: health ? Math.round(now - health.at) : null,
 		// Requests since it started, from its heartbeat (a drain report counts only the drain's).
 		requests: health?.requests ?? null,
+		shedding: health?.shedding ?? null,
+		shed: health?.shed ?? null,
 	};
 }
 

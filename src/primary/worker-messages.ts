@@ -92,6 +92,8 @@ export function messageHandlers(context: HandlerContext): Handlers {
 				loopDelayMs: message.loopDelayMs,
 				requests: message.requests,
 				inflight: message.inflight,
+				// `--max-event-loop-delay` only.
+				...(message.shedding === undefined ? {} : {shed: message.shed, sheddingMs: message.sheddingMs, shedding: message.shedding}),
 			};
 		},
 	};

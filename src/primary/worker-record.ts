@@ -43,6 +43,10 @@ export interface WorkerHealth {
 	readonly loopDelayMs: number;
 	readonly requests: number;
 	readonly inflight: number;
+	/** `--max-event-loop-delay`'s running totals and whether it sheds now; absent when off. */
+	readonly shed?: number | undefined;
+	readonly sheddingMs?: number | undefined;
+	readonly shedding?: boolean | undefined;
 }
 
 /** Where a running worker stands: what it is to the fleet, and whether it has a server to drain. */

@@ -15,6 +15,7 @@ export interface DrainedServersWiring extends FilterWiring {
 export class DrainedServers {
 	readonly filters: ServerFilter[] = [];
 	private detachedRequests = 0;
+	private detachedShed = 0;
 
 	constructor(private readonly settings: WorkerSettings, private readonly wiring: DrainedServersWiring) {}
 
@@ -27,6 +28,16 @@ export class DrainedServers {
 		let total = this.detachedRequests;
 		for (const filter of this.filters) {
 			total += filter.requests;
+		}
+
+		return total;
+	}
+
+	/** Requests shed (`--max-event-loop-delay`) since the process started. */
+	get shed(): number {
+		let total = this.detachedShed;
+		for (const filter of this.filters) {
+			total += filter.shed;
 		}
 
 		return total;
@@ -85,6 +96,7 @@ export class DrainedServers {
 		if (index !== -1) {
 			this.filters.splice(index, 1);
 			this.detachedRequests += filter.requests;
+			this.detachedShed += filter.shed;
 		}
 	}
 }
