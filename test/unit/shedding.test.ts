@@ -6,11 +6,11 @@ import http from 'node:http';
 import type {AddressInfo} from 'node:net';
 import {pEvent} from 'p-event';
 import {envelope, parseMessage, TO_PRIMARY, TO_WORKER, type ToPrimary, type ToWorker} from '../../src/protocol.js';
-import {DEFAULT_WORKER_SETTINGS} from '../../src/settings.js';
+import {DEFAULT_SETTINGS, DEFAULT_WORKER_SETTINGS} from '../../src/settings.js';
 import {ProcessDrain} from '../../src/worker/drain.js';
 import {everyWorkerSheds} from '../../src/primary/shedding.js';
 import type {WorkerRecord} from '../../src/primary/worker-record.js';
-import {captureLogger, FakeClock} from '../helpers/fakes.js';
+import {captureLogger, FAKE_TIMELINE, FakeClock, fakePrimary, type FakeWorker} from '../helpers/fakes.js';
 import {client, RawConnection} from '../helpers/http.js';
 
 async function rig(t: import('ava').ExecutionContext, maxEventLoopDelayMs = 100) {
@@ -191,4 +191,24 @@ test('primary: every worker sheds only when every serving member says so in its 
 	t.false(everyWorkerSheds([worker(true), worker(false)]));
 	t.false(everyWorkerSheds([worker(true), worker(undefined)]));
 	t.true(everyWorkerSheds([worker(true), worker(false, {name: 'starting', role: 'member', attached: false})]), 'one not serving yet does not count');
+});
+
+test('primary: with two workers, one shedding leaves both ready; when both shed each is told, and told again when one recovers; off, nothing is sent', t => {
+	const p = fakePrimary({settings: {...DEFAULT_SETTINGS, ...FAKE_TIMELINE, maxEventLoopDelayMs: 100}});
+	const [a, b] = p.serveAll();
+	const told = (worker: FakeWorker) => worker.received.filter(message => message['type'] === 'shedding').map(message => message['all']);
+	a!.beat({shed: 3, sheddingMs: 200, shedding: true});
+	b!.beat({shed: 0, sheddingMs: 0, shedding: false});
+	t.deepEqual([told(a!), told(b!)], [[], []], 'one sheds, the other serves: both ready');
+	b!.beat({shed: 1, sheddingMs: 100, shedding: true});
+	t.deepEqual([told(a!), told(b!)], [[true], [true]]);
+	a!.beat({shed: 5, sheddingMs: 1200, shedding: true});
+	t.deepEqual([told(a!), told(b!)], [[true], [true]], 'told once');
+	a!.beat({shed: 5, sheddingMs: 1300, shedding: false});
+	t.deepEqual([told(a!), told(b!)], [[true, false], [true, false]]);
+
+	const off = fakePrimary();
+	const [c] = off.serveAll();
+	c!.beat({shed: 1, sheddingMs: 100, shedding: true});
+	t.deepEqual(told(c!), []);
 });
