@@ -73,7 +73,7 @@ export interface ServerFilter extends FilterCounts {
 	readonly server: net.Server;
 	/** Requests handed to the app since attach(), HTTP/2 streams included; not probes nor rejected ones. */
 	readonly requests: number;
-	/** Requests answered 503 by `--max-event-loop-delay` since attach(): not in `rejected`, nor in `requests`. */
+	/** Requests answered 503 by `--max-event-loop-delay` since attach(), counted as answered: not in `rejected`, nor in `requests`. */
 	readonly shed: number;
 	setReadiness(readiness: ReadinessProbe): void;
 	setMode(mode: Mode): void;

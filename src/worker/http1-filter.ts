@@ -63,7 +63,7 @@ export class RequestFilter implements ServerFilter {
 	private expectingContinue = false;
 	private readonly isOpen = (response: ServerResponse): boolean => this.ledger.has(response);
 	private readonly closing: ClosingConnections;
-	/** Answered by `--max-event-loop-delay` (Mode.SHED), once written. */
+	/** Answered by `--max-event-loop-delay` (Mode.SHED). */
 	shed = 0;
 
 	private readonly currentMode = (): Mode => this.mode;
@@ -286,18 +286,16 @@ export class RequestFilter implements ServerFilter {
 		this.ledger.rejected++;
 	};
 
-	private readonly countShed = (): void => {
-		this.shed++;
-	};
-
 	/**
 	 * `--max-event-loop-delay`: 503 + `Retry-After` at once, the connection closed after
 	 * it (gracefully, as the drain closes one), so the client's next request opens a new
 	 * connection the balancer may send elsewhere. Not an arrival: those are the drain's.
+	 * Counted as answered, not once written, so an episode's count is whole when it ends.
 	 */
 	private shedRequest(request: IncomingMessage, response: ServerResponse): void {
 		if (claimLast(request, this.closing.afterLast)) {
-			answerHere(request, response, wantsEventStream(request.headers) ? this.answers.eventStream : this.answers.shed, this.expectingContinue, this.countShed);
+			this.shed++;
+			answerHere(request, response, wantsEventStream(request.headers) ? this.answers.eventStream : this.answers.shed, this.expectingContinue);
 		}
 	}
 
@@ -336,7 +334,8 @@ export class RequestFilter implements ServerFilter {
 			const counted = socket as Counted;
 			(counted[PEER_COUNTER] ?? this.arrivals.counterFor(counted, socket, request.headers['user-agent'])).n++;
 		} else if (this.mode === Mode.SHED) {
-			answerUpgrade(socket, this.answers.shedUpgrade, this.countShed);
+			this.shed++;
+			answerUpgrade(socket, this.answers.shedUpgrade);
 			return true;
 		} else {
 			this.arrivals.arrived(socket.remoteAddress, request.headers['user-agent']);
