@@ -151,6 +151,12 @@ export interface HeartbeatMessage {
 	readonly inflight: number;
 	/** Connections it closed for their age (`--max-connection-age`) since it started; absent while 0, and from an older helper. */
 	readonly connectionsAged?: number;
+	/** With `--max-event-loop-delay`: requests answered 503 by shedding since the worker started. */
+	readonly shed?: number;
+	/** With `--max-event-loop-delay`: time spent shedding since the worker started, ms. */
+	readonly sheddingMs?: number;
+	/** With `--max-event-loop-delay`: shedding now. */
+	readonly shedding?: boolean;
 }
 
 /** Not an IPC message: the stack-capture thread writes it to stderr, since the IPC channel belongs to the blocked thread. */
@@ -186,13 +192,19 @@ export interface ReportNowMessage {
 	readonly id: number;
 }
 
-export type ToWorker = LeaveMessage | MetricsRequestMessage | ServeNowMessage | EndRejectMessage | ReportNowMessage;
+/** Primary -> worker (`--max-event-loop-delay`): whether every worker sheds now; a shedding worker's readiness probe answers 503 while they all do. */
+export interface SheddingMessage {
+	readonly type: 'shedding';
+	readonly all: boolean;
+}
+
+export type ToWorker = LeaveMessage | MetricsRequestMessage | ServeNowMessage | EndRejectMessage | ReportNowMessage | SheddingMessage;
 export type {ArrivalsReport} from './arrivals-report.js';
 export type ToPrimary = AttachedMessage | NotReadyMessage | ReadyMessage | NoticeMessage | CoversMessage | ListeningApartMessage | InflightMessage | HooksMessage | HookFailedMessage | DrainedMessage | MetricsMessage | HeartbeatMessage;
 export type Message = ToWorker | ToPrimary;
 
 /** Every message type, by direction: a type left out of these is a compile error. */
-const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true, 'serve-now': true, 'end-reject': true, 'report-now': true};
+const TO_WORKER_TYPES: Readonly<Record<ToWorker['type'], true>> = {drain: true, retire: true, 'metrics-request': true, 'serve-now': true, 'end-reject': true, 'report-now': true, shedding: true};
 const TO_PRIMARY_TYPES: Readonly<Record<ToPrimary['type'], true>> = {attached: true, 'not-ready': true, ready: true, notice: true, covers: true, 'listening-apart': true, inflight: true, hooks: true, 'hook-failed': true, drained: true, metrics: true, heartbeat: true};
 export const TO_WORKER = Object.keys(TO_WORKER_TYPES) as ReadonlyArray<ToWorker['type']>;
 export const TO_PRIMARY = Object.keys(TO_PRIMARY_TYPES) as ReadonlyArray<ToPrimary['type']>;
@@ -214,6 +226,7 @@ interface KindTypes {
 	texts: readonly string[];
 	notice: NoticeCode;
 	metrics: readonly MetricJson[];
+	flag: boolean;
 	'count?': number;
 	'signal?': string;
 	'flag?': boolean;
@@ -241,6 +254,7 @@ const CHECKS: Record<FieldKind, {readonly test: (value: unknown) => boolean; rea
 	notice: {test: value => (NOTICE_CODES as readonly unknown[]).includes(value), expected: `one of ${NOTICE_CODES.join(', ')}`},
 	texts: {test: value => Array.isArray(value) && value.length <= MAX_TEXTS && value.every(item => CHECKS.text.test(item)), expected: `an array of at most ${MAX_TEXTS} strings`},
 	metrics: {test: isMetricsJson, expected: `prom-client's getMetricsAsJSON() result (at most ${MAX_METRICS} metrics, ${MAX_METRIC_VALUES} values)`},
+	flag: {test: value => typeof value === 'boolean', expected: 'a boolean'},
 	'count?': {test: value => value === undefined || CHECKS.count.test(value), expected: 'absent or a non-negative integer'},
 	'arrivals?': {test: value => value === undefined || isArrivalsReport(value), expected: `absent or arrivals (at most ${MAX_ARRIVAL_SECONDS} seconds, ${MAX_ARRIVAL_PEERS} peers)`},
 	'time?': {test: value => value === undefined || (typeof value === 'number' && Number.isFinite(value) && value > 0), expected: 'absent or a time in epoch milliseconds'},
@@ -267,8 +281,9 @@ const FIELDS: {readonly [T in Message['type']]: Validator<Extract<Message, {type
 	'serve-now': {},
 	'end-reject': {},
 	'report-now': {id: 'count'},
+	shedding: {all: 'flag'},
 	metrics: {id: 'count', metrics: 'metrics'},
-	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count', connectionsAged: 'count?'},
+	heartbeat: {rssBytes: 'count', heapUsedBytes: 'count', loopDelayMs: 'count', requests: 'count', inflight: 'count', connectionsAged: 'count?', shed: 'count?', sheddingMs: 'count?', shedding: 'flag?'},
 };
 
 /** Never throws, whatever the app sends: a primary that crashes on a bad message would drop every request. */

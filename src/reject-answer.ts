@@ -6,6 +6,8 @@
 
 export const REJECT_BODY = Buffer.from('Service Unavailable: the server is shutting down, retry the request.\n');
 /** The primary's 503 outside a drain: no worker could take the connection (it crashed, or stopped listening). */
+/** `--max-event-loop-delay`'s answer: this worker is too busy now, not leaving. */
+export const SHED_BODY = Buffer.from('Service Unavailable: the server is overloaded, retry the request later.\n');
 export const NO_WORKER_BODY = Buffer.from('Service Unavailable: no worker could take this connection, retry the request.\n');
 
 export function rawServiceUnavailable(retryAfterSeconds: number, body: Buffer): Buffer {

@@ -32,6 +32,7 @@ import {killReason, type WorkerRecord} from './worker-record.js';
 import {workerEnv} from '../worker-env.js';
 import {bootstrapPreload} from '../package-files.js';
 import {StrandedConnections} from './stranded.js';
+import {ClusterShedding} from './shedding.js';
 
 export interface PrimaryOutput {
 	readonly logger: Logger;
@@ -133,6 +134,11 @@ export class Primary {
 			}
 		});
 		this.notices = new Notices(options.workers, logger);
+		if (options.settings.maxEventLoopDelayMs > 0) {
+			// Its listeners keep it: nothing else needs to hold it.
+			new ClusterShedding(this.fleet); // eslint-disable-line no-new
+		}
+
 		this.stranded = new StrandedConnections(options.settings.retryAfterSeconds, logger);
 		edges.cluster.onStranded(handle => {
 			this.stranded.answer(handle, this.state.name === 'draining' ? this.state.drain : undefined);

@@ -35,6 +35,9 @@ export const METRICS = {
 	requests_in_flight: {type: 'gauge', labels: [], help: 'Requests the workers are handling (their last report or heartbeat)'},
 	requests_rejected_total: {type: 'counter', labels: [], help: 'Requests answered 503 while draining'},
 	connections_aged_total: {type: 'counter', labels: [], help: 'Connections closed for their age (--max-connection-age): Connection: close on HTTP/1.1, GOAWAY on HTTP/2'},
+	requests_shed_total: {type: 'counter', labels: [], help: 'Requests answered 503 because their worker\'s event loop lagged more than --max-event-loop-delay'},
+	shedding_seconds_total: {type: 'counter', labels: [], help: 'Time workers spent shedding new requests (--max-event-loop-delay), summed over workers'},
+	workers_shedding: {type: 'gauge', labels: [], help: 'Workers shedding new requests now (--max-event-loop-delay), as of their last heartbeat'},
 	connections_open: {type: 'gauge', labels: ['kind'], help: 'Open long-lived connections by kind (upgrade, stream), as the workers last reported them'},
 	drain_phase: {type: 'gauge', labels: [], help: '0 serving, then 1 serve, 2 reject, 3 closing, 4 stopping'},
 	drain_duration_seconds: {type: 'gauge', labels: [], help: 'How long the drain has lasted, or lasted once finished; 0 before a drain'},
@@ -104,8 +107,16 @@ export class ClusterMetrics {
 		gauge('requests_in_flight', function () {
 			this.set(self.fleet.alive.reduce((sum, record) => sum + inflightOf(record), 0));
 		});
-		// Rejections come in drain reports, aged connections in heartbeats.
-		this.totals.push(new RunningTotal(counter('requests_rejected_total'), record => record.report?.rejected), new RunningTotal(counter('connections_aged_total'), record => record.health?.connectionsAged));
+		// Rejections come in drain reports; aged connections and shedding in heartbeats.
+		this.totals.push(
+			new RunningTotal(counter('requests_rejected_total'), record => record.report?.rejected),
+			new RunningTotal(counter('connections_aged_total'), record => record.health?.connectionsAged),
+			new RunningTotal(counter('requests_shed_total'), record => record.health?.shed),
+			new RunningTotal(counter('shedding_seconds_total'), record => (record.health?.sheddingMs === undefined ? undefined : record.health.sheddingMs / 1000)),
+		);
+		gauge('workers_shedding', function () {
+			this.set(self.fleet.alive.filter(record => record.health?.shedding === true).length);
+		});
 		gauge('connections_open', function () {
 			const {upgrades, streams} = sumOpen(self.fleet.alive.map(record => record.report));
 			this.set({kind: 'upgrade'}, upgrades);

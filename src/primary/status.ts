@@ -59,6 +59,10 @@ export interface WorkerStatus {
 	readonly requests: number | null;
 	/** Connections it closed for their age (`--max-connection-age`). */
 	readonly connectionsAged: number | null;
+	/** `--max-event-loop-delay`: shedding new requests as of its last heartbeat; null when off or before the first. */
+	readonly shedding: boolean | null;
+	/** `--max-event-loop-delay`: requests it answered 503 by shedding since it started; null when off. */
+	readonly shed: number | null;
 }
 
 export function workerStatus(record: WorkerRecord, view: ClusterView, restarts: number): WorkerStatus {
@@ -84,6 +88,8 @@ export function workerStatus(record: WorkerRecord, view: ClusterView, restarts: 
 		// Requests since it started, from its heartbeat (a drain report counts only the drain's).
 		requests: health?.requests ?? null,
 		connectionsAged: health?.connectionsAged ?? null,
+		shedding: health?.shedding ?? null,
+		shed: health?.shed ?? null,
 	};
 }
 

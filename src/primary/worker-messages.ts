@@ -86,7 +86,17 @@ export function messageHandlers(context: HandlerContext): Handlers {
 		},
 		heartbeat: (record, message) => {
 			const {rssBytes, heapUsedBytes, loopDelayMs, requests, inflight, connectionsAged = 0} = message;
-			record.health = {at: context.now(), rssBytes, heapUsedBytes, loopDelayMs, requests, inflight, connectionsAged};
+			record.health = {
+				at: context.now(),
+				rssBytes,
+				heapUsedBytes,
+				loopDelayMs,
+				requests,
+				inflight,
+				connectionsAged,
+				// `--max-event-loop-delay` only.
+				...(message.shedding === undefined ? {} : {shed: message.shed, sheddingMs: message.sheddingMs, shedding: message.shedding}),
+			};
 		},
 	};
 }

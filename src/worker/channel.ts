@@ -23,7 +23,11 @@ export interface WorkerChannel {
 	readonly listeners: Set<(drain: ReceivedDrain) => void>;
 	send(message: ToPrimary, callback?: () => void): void;
 	/** Set by the drain: the request counts the heartbeat carries; unset (nothing drained), 0. */
-	stats: (() => {readonly requests: number; readonly inflight: number; readonly connectionsAged?: number}) | undefined;
+	stats: (() => WorkerStats) | undefined;
+	/** Set by the drain with `--max-event-loop-delay`: each 100 ms sample of the event loop's lateness. */
+	loopSample?: ((lateMs: number) => void) | undefined;
+	/** The primary's `shedding` message: whether every worker sheds. */
+	everyWorkerSheds?: ((all: boolean) => void) | undefined;
 	/**
 	 * The optional members are set by the drain or the bootstrap; a channel made by an
 	 * older bootstrap (another installed copy) lacks them. `metrics` unset: the app gave
@@ -38,6 +42,16 @@ export interface WorkerChannel {
 	/** The process's one drain takes `server`, whichever copy of the helper the app calls; unset, the helper drains with a drain of its own. */
 	attach?: ((server: DrainableServer, options?: AttachOptions) => GracefulHandle) | undefined;
 	exclude?: ((server: net.Server) => void) | undefined;
+}
+
+/** What the heartbeat carries of the drain's counts; the shedding's figures with `--max-event-loop-delay` only. */
+export interface WorkerStats {
+	readonly requests: number;
+	readonly inflight: number;
+	readonly connectionsAged?: number;
+	readonly shed?: number;
+	readonly sheddingMs?: number;
+	readonly shedding?: boolean;
 }
 
 /** The primary's signal, else for a drain the one this worker received, else SIGTERM (a recycle's retire carries none). */
@@ -92,6 +106,8 @@ export function openChannel(workerId: number, handlers: ChannelHandlers): Worker
 			channel.endReject?.();
 		} else if (message.type === 'report-now') {
 			channel.reportNow?.(message.id);
+		} else if (message.type === 'shedding') {
+			channel.everyWorkerSheds?.(message.all);
 		} else if (channel.drain === undefined) {
 			const drain = {message, receivedAt: performance.now()};
 			channel.drain = drain;

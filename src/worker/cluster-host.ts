@@ -37,7 +37,7 @@ export function hostCluster(channel: WorkerChannel, logger: Logger, stopOthers?:
 		warmup = started;
 	}
 
-	joinCluster(drain, channel, logger, {warmup, stopOthers, listenTimeoutMs});
+	joinCluster(drain, channel, logger, {warmup, stopOthers, listenTimeoutMs, shedding: settings.maxEventLoopDelayMs > 0});
 	return new Attachments(drain, {
 		channel,
 		warmup,
@@ -52,9 +52,11 @@ interface JoinOptions {
 	readonly warmup: Warmup | undefined;
 	readonly stopOthers: (() => void) | undefined;
 	readonly listenTimeoutMs: number;
+	/** `--max-event-loop-delay` is on. */
+	readonly shedding: boolean;
 }
 
-function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger, {warmup, stopOthers, listenTimeoutMs}: JoinOptions): void {
+function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger, {warmup, stopOthers, listenTimeoutMs, shedding}: JoinOptions): void {
 	// The bootstrap holds the app's signal listeners; they run after our hooks now.
 	const held = getSignalListeners();
 	if (held) {
@@ -118,7 +120,16 @@ function joinCluster(drain: ProcessDrain, channel: WorkerChannel, logger: Logger
 	process.on('exit', () => {
 		drain.exiting();
 	});
-	channel.stats = () => ({requests: drain.requests, inflight: drain.inflight, connectionsAged: drain.connectionsAged});
+	channel.stats = () => ({requests: drain.requests, inflight: drain.inflight, connectionsAged: drain.connectionsAged, ...drain.sheddingStats});
+	if (shedding) {
+		channel.loopSample = lateMs => {
+			drain.loopSample(lateMs);
+		};
+		channel.everyWorkerSheds = all => {
+			drain.everyWorkerSheds = all;
+		};
+	}
+
 	channel.endReject = () => {
 		drain.endReject();
 	};

@@ -14,9 +14,10 @@ export interface FilterWiring {
 	readonly lingerMs: () => number;
 	readonly arrivals: Arrivals;
 	readonly onNotice?: ((code: NoticeCode) => void) | undefined;
+	readonly everyWorkerSheds?: (() => boolean) | undefined;
 }
 
-export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, onIdle, lingerMs, arrivals, onNotice}: FilterWiring): ServerFilter {
+export function createFilter(server: DrainableServer, settings: WorkerSettings, {logger, onIdle, lingerMs, arrivals, onNotice, everyWorkerSheds}: FilterWiring): ServerFilter {
 	const options: FilterOptions = {
 		retryAfterSeconds: settings.retryAfterSeconds,
 		readinessPath: settings.readinessPath,
@@ -35,6 +36,7 @@ export function createFilter(server: DrainableServer, settings: WorkerSettings, 
 		arrivals,
 		onNotice,
 		maxConnectionAgeMs: settings.maxConnectionAgeMs,
+		everyWorkerSheds,
 	};
 	// HTTP/2 ends connections with GOAWAY, not `Connection: close`.
 	if (drainableKind(server) === 'http2') {

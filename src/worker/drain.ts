@@ -14,7 +14,7 @@ import type {WorkerSettings} from '../settings.js';
 import {rejectEndsAt, type Timeline} from '../timeline.js';
 import type {DrainHost} from './drain-host.js';
 import {DrainedServers, StartWait} from './drained-servers.js';
-import {LINGER_MAX_MS, type DrainableServer, type ServerFilter} from './filter.js';
+import {LINGER_MAX_MS, Mode, type DrainableServer, type ServerFilter} from './filter.js';
 import {modeFor, stopsAccepting, type Phase, type PhaseName} from './phase.js';
 import type {AppShutdown} from './app-shutdown.js';
 import type {ExitListeners} from './app-exit.js';
@@ -22,6 +22,7 @@ import {Shutdown, type ShutdownHook} from './hooks.js';
 import {Arrivals} from './arrivals.js';
 import {DrainNotices, LongLivedEnd, type DrainListener} from './long-lived.js';
 import {DrainProgress, REPORT_INTERVAL_MS, SUMMARY_INTERVAL_MS} from './progress.js';
+import {LoadShedding, type SheddingStats} from './shedding.js';
 
 export type {DrainSummary} from '../protocol.js';
 export type {DrainHost} from './drain-host.js';
@@ -46,6 +47,10 @@ export class ProcessDrain {
 	/** A drain's signal that comes during a reload's retire finds `retired`, and once it did, `signalled`. */
 	private leftForReload: 'no' | 'retired' | 'signalled' = 'no';
 	private readonly start: StartWait;
+	/** `--max-event-loop-delay`; undefined when off. */
+	private readonly shedding: LoadShedding | undefined;
+	/** The primary says every worker sheds: readiness answers 503 while this one sheds too. */
+	everyWorkerSheds = false;
 
 	constructor(settings: WorkerSettings, private readonly logger: Logger, private readonly clock: Clock = systemClock, {peerRates = true, exitListeners}: {peerRates?: boolean; exitListeners?: ExitListeners} = {}) {
 		this.shutdown = new Shutdown(exitListeners);
@@ -66,7 +71,16 @@ export class ProcessDrain {
 			listened: () => {
 				this.start.listened();
 			},
+			everyWorkerSheds: () => this.everyWorkerSheds,
 		});
+		this.shedding = settings.maxEventLoopDelayMs > 0
+			? new LoadShedding(settings.maxEventLoopDelayMs, logger, clock, () => this.servers.shed, on => {
+				// The mode alone: nothing the drain sorts or tracks (an HTTP/2 ledger stays lazy).
+				for (const filter of this.servers.filters) {
+					filter.setMode(on ? Mode.SHED : Mode.SERVING);
+				}
+			})
+			: undefined;
 		this.start = new StartWait(clock, (run, ms) => this.timers.timeout(run, ms), () => {
 			this.closeIfIdle();
 		});
@@ -101,10 +115,20 @@ export class ProcessDrain {
 		this.host = host;
 	}
 
+	/** One sample of the event loop's lateness (the heartbeat's, every 100 ms): `--max-event-loop-delay`'s cue. */
+	loopSample(lateMs: number): void {
+		this.shedding?.sample(lateMs, this.phase.name === 'serving');
+	}
+
+	/** Undefined with `--max-event-loop-delay` off. */
+	get sheddingStats(): SheddingStats | undefined {
+		return this.shedding?.stats;
+	}
+
 	/** One taken during a drain (a second server, an app still starting) joins in the current phase. */
 	addServer(server: DrainableServer): ServerFilter {
 		const filter = this.servers.add(server);
-		filter.setMode(modeFor(this.phase.name));
+		filter.setMode(this.phase.name === 'serving' && this.shedding?.active === true ? Mode.SHED : modeFor(this.phase.name));
 		const stop = stopsAccepting(this.phase.name);
 		if (stop !== 'no') {
 			filter.stopAccepting(stop === 'keep-idle');
@@ -275,6 +299,8 @@ export class ProcessDrain {
 
 	private enter(phase: Phase): void {
 		this.phase = phase;
+		// The drain's or retire's mode takes over from shedding.
+		this.shedding?.end(phase.name === 'retiring' ? 'retire' : 'drain');
 		// Listening stops once: `server.close()` again would emit the server's 'close' again.
 		const stops = phase.name === 'retiring' || phase.name === 'closing';
 		this.servers.enter(modeFor(phase.name), stops ? stopsAccepting(phase.name) : 'no');

@@ -16,6 +16,7 @@ export class DrainedServers {
 	readonly filters: ServerFilter[] = [];
 	private detachedRequests = 0;
 	private detachedAged = 0;
+	private detachedShed = 0;
 
 	constructor(private readonly settings: WorkerSettings, private readonly wiring: DrainedServersWiring) {}
 
@@ -38,6 +39,16 @@ export class DrainedServers {
 		let total = this.detachedAged;
 		for (const filter of this.filters) {
 			total += filter.connectionsAged;
+		}
+
+		return total;
+	}
+
+	/** Requests shed (`--max-event-loop-delay`) since the process started. */
+	get shed(): number {
+		let total = this.detachedShed;
+		for (const filter of this.filters) {
+			total += filter.shed;
 		}
 
 		return total;
@@ -97,6 +108,7 @@ export class DrainedServers {
 			this.filters.splice(index, 1);
 			this.detachedRequests += filter.requests;
 			this.detachedAged += filter.connectionsAged;
+			this.detachedShed += filter.shed;
 		}
 	}
 }

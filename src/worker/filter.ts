@@ -21,6 +21,8 @@ export const Mode = {
 	REJECT: 2,
 	/** A reload's retiring worker: open connections served, each ending after its request; what would outlive the linger (a new event stream, a WebSocket) goes to the other workers. */
 	RETIRE: 3,
+	/** `--max-event-loop-delay`: the event loop lags, new requests get 503 + `Retry-After` and their connection ends; those in flight go on. Serving otherwise: no drain's bookkeeping. */
+	SHED: 4,
 } as const;
 export type Mode = (typeof Mode)[keyof typeof Mode];
 
@@ -49,6 +51,8 @@ export interface FilterOptions {
 	readonly lingerMs?: (() => number) | undefined;
 	/** `--max-connection-age`; 0 or absent: off. */
 	readonly maxConnectionAgeMs?: number | undefined;
+	/** While this worker sheds: true when the primary said every worker sheds, so readiness answers 503. */
+	readonly everyWorkerSheds?: (() => boolean) | undefined;
 }
 
 /**
@@ -73,6 +77,8 @@ export interface ServerFilter extends FilterCounts {
 	readonly requests: number;
 	/** Connections closed for their age (`--max-connection-age`), HTTP/2 sessions included. */
 	readonly connectionsAged: number;
+	/** Requests answered 503 by `--max-event-loop-delay` since attach(), counted as answered: not in `rejected`, nor in `requests`. */
+	readonly shed: number;
 	setReadiness(readiness: ReadinessProbe): void;
 	setMode(mode: Mode): void;
 	/** `keepIdle`: leave idle connections open for their next request (a reload's linger); otherwise close them now. */
@@ -87,6 +93,9 @@ export interface ServerFilter extends FilterCounts {
 	cutLongLived(): LongLivedClosed;
 	uninstall(): void;
 }
+
+/** Taking new requests, shedding or not: no drain or retire has begun. */
+export const isLive = (mode: Mode): boolean => mode === Mode.SERVING || mode === Mode.SHED;
 
 export type DrainableServer = http.Server | https.Server | Http2Server | Http2SecureServer;
 

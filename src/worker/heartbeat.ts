@@ -36,13 +36,15 @@ export class LoopDelay {
 		this.last = now;
 	}
 
-	tick(now: number): void {
+	/** This sample's lateness, in ms (negative when early). */
+	tick(now: number): number {
 		const late = now - this.last - this.periodMs;
 		if (late > this.worst) {
 			this.worst = late;
 		}
 
 		this.last = now;
+		return late;
 	}
 
 	/** In whole ms; the next period starts from the last tick. */
@@ -63,7 +65,9 @@ export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: 
 	let first = true;
 	setInterval(() => {
 		const now = systemClock.now();
-		delay.tick(now);
+		const late = delay.tick(now);
+		// `--max-event-loop-delay` (the drain sets it): shedding is decided on every sample.
+		channel.loopSample?.(late);
 		// Half a sample early rather than one late: a timer fires a little after its period, never before.
 		if (now - lastBeat < HEARTBEAT_INTERVAL_MS - (LOOP_SAMPLE_MS / 2)) {
 			return;
@@ -85,6 +89,7 @@ export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: 
 			requests: stats?.requests ?? 0,
 			inflight: stats?.inflight ?? 0,
 			...(stats?.connectionsAged ? {connectionsAged: stats.connectionsAged} : {}),
+			...(stats?.shedding === undefined ? {} : {shed: stats.shed, sheddingMs: stats.sheddingMs, shedding: stats.shedding}),
 		});
 		first = false;
 	}, LOOP_SAMPLE_MS).unref();

@@ -2,7 +2,7 @@
 import type {IncomingMessage, ServerResponse} from 'node:http';
 import type {Socket} from 'node:net';
 import {eventStreamRetryBody, ignoreError, RETIRE_RETRY_MS} from './long-lived.js';
-import {rawServiceUnavailable, REJECT_BODY} from '../reject-answer.js';
+import {rawServiceUnavailable, REJECT_BODY, SHED_BODY} from '../reject-answer.js';
 
 export interface Answer {
 	readonly status: number;
@@ -31,24 +31,31 @@ export const RETIRE_STREAM = eventStream(eventStreamRetryBody(RETIRE_RETRY_MS));
  */
 export const RETIRE_UPGRADE_BYTES = rawServiceUnavailable(0, RETIRE_UPGRADE_BODY);
 
+const serviceUnavailable = (retryAfterSeconds: number, body: Buffer): Answer => ({
+	status: 503,
+	headers: [
+		'Connection', 'close',
+		'Retry-After', String(retryAfterSeconds),
+		'Content-Type', 'text/plain; charset=utf-8',
+		'Content-Length', String(body.length),
+		'Cache-Control', 'no-store',
+	],
+	body,
+});
+
 export class DrainAnswers {
 	readonly reject: Answer;
 	/** EventSource never retries a 503: a 200 that ends at once after `retry:`. */
 	readonly eventStream: Answer;
 	readonly rejectUpgrade: Buffer;
+	/** `--max-event-loop-delay`: the drain's 503 with its own body. */
+	readonly shed: Answer;
+	readonly shedUpgrade: Buffer;
 
 	constructor(retryAfterSeconds: number) {
-		this.reject = {
-			status: 503,
-			headers: [
-				'Connection', 'close',
-				'Retry-After', String(retryAfterSeconds),
-				'Content-Type', 'text/plain; charset=utf-8',
-				'Content-Length', String(REJECT_BODY.length),
-				'Cache-Control', 'no-store',
-			],
-			body: REJECT_BODY,
-		};
+		this.reject = serviceUnavailable(retryAfterSeconds, REJECT_BODY);
+		this.shed = serviceUnavailable(retryAfterSeconds, SHED_BODY);
+		this.shedUpgrade = rawServiceUnavailable(retryAfterSeconds, SHED_BODY);
 		this.eventStream = eventStream(eventStreamRetryBody(retryAfterSeconds * 1000));
 		this.rejectUpgrade = rawServiceUnavailable(retryAfterSeconds, REJECT_BODY);
 	}

@@ -10,7 +10,7 @@
  */
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net, {type Socket} from 'node:net';
-import {LINGER_MAX_MS, Mode, type FilterOptions, type ServerFilter} from './filter.js';
+import {isLive, LINGER_MAX_MS, Mode, type FilterOptions, type ServerFilter} from './filter.js';
 import {claimLast, closeAfterLast, closeKeepingUnflushed, ClosingConnections, freshConnections, isClosing, watchQueued} from './http1-connections.js';
 import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
@@ -67,6 +67,8 @@ export class RequestFilter implements ServerFilter {
 	private expectingContinue = false;
 	private readonly isOpen = (response: ServerResponse): boolean => this.ledger.has(response);
 	private readonly closing: ClosingConnections;
+	/** Answered by `--max-event-loop-delay` (Mode.SHED). */
+	shed = 0;
 
 	private readonly currentMode = (): Mode => this.mode;
 
@@ -154,10 +156,11 @@ export class RequestFilter implements ServerFilter {
 	}
 
 	setMode(mode: Mode): void {
-		const wasServing = this.mode === Mode.SERVING;
+		// Shedding leaves the requests in flight as they are: only a drain or a retire ends their connections.
+		const wasServing = isLive(this.mode);
 		this.mode = mode;
-		this.ledger.draining = mode !== Mode.SERVING;
-		if (wasServing && mode !== Mode.SERVING) {
+		this.ledger.draining = !isLive(mode);
+		if (wasServing && !isLive(mode)) {
 			for (const response of this.ledger.entries) {
 				closeAfterLast(response, this.isOpen, this.closing.afterLast);
 			}
@@ -243,6 +246,11 @@ export class RequestFilter implements ServerFilter {
 				return true;
 			}
 		} else {
+			if (this.mode === Mode.SHED) {
+				this.shedRequest(request, response);
+				return true;
+			}
+
 			// What the load balancer sent, whatever the answer: a pipelined request dropped below included.
 			this.arrivals.arrived(request.socket?.remoteAddress, request.headers['user-agent']);
 			if (!claimLast(request, this.closing.afterLast)) {
@@ -324,6 +332,19 @@ export class RequestFilter implements ServerFilter {
 		this.ledger.rejected++;
 	};
 
+	/**
+	 * `--max-event-loop-delay`: 503 + `Retry-After` at once, the connection closed after
+	 * it (gracefully, as the drain closes one), so the client's next request opens a new
+	 * connection the balancer may send elsewhere. Not an arrival: those are the drain's.
+	 * Counted as answered, not once written, so an episode's count is whole when it ends.
+	 */
+	private shedRequest(request: IncomingMessage, response: ServerResponse): void {
+		if (claimLast(request, this.closing.afterLast)) {
+			this.shed++;
+			answerHere(request, response, wantsEventStream(request.headers) ? this.answers.eventStream : this.answers.shed, this.expectingContinue);
+		}
+	}
+
 	/** EventSource never retries a 503: a request for an event stream gets a 200 that ends at once after `retry: <ms>`. */
 	private reject(request: IncomingMessage, response: ServerResponse): void {
 		this.options.onReject?.({method: request.method, path: request.url, remote: request.socket?.remoteAddress});
@@ -337,7 +358,7 @@ export class RequestFilter implements ServerFilter {
 	 * default: `100 Continue`, then `'request'`.
 	 */
 	checkContinue(request: IncomingMessage, response: ServerResponse): boolean {
-		if (this.mode === Mode.REJECT || this.server.listenerCount('checkContinue') > 1) {
+		if (this.mode === Mode.REJECT || this.mode === Mode.SHED || this.server.listenerCount('checkContinue') > 1) {
 			this.expectingContinue = true;
 			let answered: boolean;
 			try {
@@ -358,6 +379,10 @@ export class RequestFilter implements ServerFilter {
 		if (this.mode === Mode.SERVING) {
 			const counted = socket as Counted;
 			(counted[PEER_COUNTER] ?? this.arrivals.counterFor(counted, socket, request.headers['user-agent'])).n++;
+		} else if (this.mode === Mode.SHED) {
+			this.shed++;
+			answerUpgrade(socket, this.answers.shedUpgrade);
+			return true;
 		} else {
 			this.arrivals.arrived(socket.remoteAddress, request.headers['user-agent']);
 		}
@@ -379,8 +404,8 @@ export class RequestFilter implements ServerFilter {
 	}
 
 	private answer(request: IncomingMessage, response: ServerResponse, probe: ProbeAnswer): void {
-		if (this.mode === Mode.SERVING || claimLast(request, this.closing.afterLast)) {
-			answerProbe(response, probe, this.mode !== Mode.SERVING);
+		if (isLive(this.mode) || claimLast(request, this.closing.afterLast)) {
+			answerProbe(response, probe, !isLive(this.mode));
 		}
 	}
 }

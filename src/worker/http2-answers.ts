@@ -6,7 +6,7 @@ import process from 'node:process';
 import type {OutgoingHttpHeaders, ServerHttp2Stream} from 'node:http2';
 import {RETIRE_UPGRADE_BODY} from './http1-answers.js';
 import {eventStreamRetryBody, ignoreError, RETIRE_RETRY_MS} from './long-lived.js';
-import {REJECT_BODY} from '../reject-answer.js';
+import {REJECT_BODY, SHED_BODY} from '../reject-answer.js';
 
 interface HeaderNames {
 	readonly status: ':status';
@@ -61,11 +61,17 @@ export class DrainAnswers {
 	readonly retireStream = answer(200, eventStreamRetryBody(RETIRE_RETRY_MS), 'text/event-stream');
 	/** RFC 8441 extended CONNECT: `503` + `retry-after: 0`, the other workers serve. */
 	readonly retireConnect: Answer;
+	/** `--max-event-loop-delay`: 503 + `retry-after`, or gRPC's UNAVAILABLE. */
+	readonly shed: Answer;
+	readonly grpcShed: OutgoingHttpHeaders;
 
 	constructor(retryAfterSeconds: number) {
 		const rejected = answer(503, REJECT_BODY);
 		this.reject = {headers: {...rejected.headers, 'retry-after': String(retryAfterSeconds)}, body: REJECT_BODY};
 		this.grpcReject = {[headerNames().status]: 200, 'content-type': 'application/grpc', 'grpc-status': '14', 'grpc-message': 'graceful-cluster: this server is shutting down; retry on another'};
+		const shed = answer(503, SHED_BODY);
+		this.shed = {headers: {...shed.headers, 'retry-after': String(retryAfterSeconds)}, body: SHED_BODY};
+		this.grpcShed = {[headerNames().status]: 200, 'content-type': 'application/grpc', 'grpc-status': '14', 'grpc-message': 'graceful-cluster: this server is overloaded; retry later'};
 		this.eventStream = answer(200, eventStreamRetryBody(retryAfterSeconds * 1000), 'text/event-stream');
 		const retire = answer(503, RETIRE_UPGRADE_BODY);
 		this.retireConnect = {headers: {...retire.headers, 'retry-after': '0'}, body: RETIRE_UPGRADE_BODY};

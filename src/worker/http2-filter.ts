@@ -11,7 +11,7 @@
  */
 import type http from 'node:http';
 import type {IncomingHttpHeaders, Http2SecureServer, Http2Server, Http2ServerRequest, Http2ServerResponse, ServerHttp2Session, ServerHttp2Stream} from 'node:http2';
-import {Mode, type FilterOptions, type ServerFilter} from './filter.js';
+import {isLive, Mode, type FilterOptions, type ServerFilter} from './filter.js';
 import {RequestFilter} from './http1-filter.js';
 import {DrainAnswers, headerNames, isGrpc, probeAnswer, respond} from './http2-answers.js';
 import {Sessions} from './http2-sessions.js';
@@ -76,6 +76,8 @@ export class Http2Filter implements ServerFilter {
 	private readonly answers: DrainAnswers;
 	private readonly names = headerNames();
 	private readonly currentMode = (): Mode => this.mode;
+	/** HTTP/2 streams answered by `--max-event-loop-delay`. */
+	private shedStreams = 0;
 
 	constructor(readonly server: Http2AnyServer, private readonly options: FilterOptions) {
 		this.sessions = new Sessions(options.maxConnectionAgeMs);
@@ -149,6 +151,10 @@ export class Http2Filter implements ServerFilter {
 		return this.sessions.aged + this.http1.connectionsAged;
 	}
 
+	get shed(): number {
+		return this.shedStreams + this.http1.shed;
+	}
+
 	/** HTTP/1.1 upgrades only: RFC 8441 WebSockets are streams, and not filtered. */
 	get upgrades(): number {
 		return this.http1.upgrades;
@@ -186,11 +192,12 @@ export class Http2Filter implements ServerFilter {
 	}
 
 	setMode(mode: Mode): void {
-		const wasServing = this.mode === Mode.SERVING;
+		// Shedding keeps the sessions open: only a drain or a retire sends GOAWAY.
+		const wasServing = isLive(this.mode);
 		this.mode = mode;
-		this.ledger.draining = mode !== Mode.SERVING;
+		this.ledger.draining = !isLive(mode);
 		this.http1.setMode(mode);
-		if (wasServing && mode !== Mode.SERVING) {
+		if (wasServing && !isLive(mode)) {
 			this.sessions.raiseFloor('notified');
 		}
 	}
@@ -258,6 +265,11 @@ export class Http2Filter implements ServerFilter {
 				}
 			}
 		} else {
+			if (this.mode === Mode.SHED) {
+				this.shedStream(stream, headers);
+				return true;
+			}
+
 			this.arrivals.arrived(stream.session?.socket?.remoteAddress, headers['user-agent']);
 			this.sessions.streamDuringDrain(stream.session as ServerHttp2Session | undefined);
 			if (this.mode === Mode.REJECT) {
@@ -280,6 +292,13 @@ export class Http2Filter implements ServerFilter {
 		this.options.onReject?.({method: headers[this.names.method], path: headers[this.names.path], remote: stream.session?.socket?.remoteAddress});
 		// A gRPC call is refused as gRPC says; EventSource never retries a 503.
 		respond(stream, isGrpc(headers['content-type']) ? this.answers.grpcReject : (wantsEventStream(headers) ? this.answers.eventStream : this.answers.reject));
+		stream.resume();
+	}
+
+	/** `--max-event-loop-delay`: 503 + `retry-after` on the stream; the session stays open (HTTP/2 has no `Connection: close`). */
+	private shedStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+		this.shedStreams++;
+		respond(stream, isGrpc(headers['content-type']) ? this.answers.grpcShed : (wantsEventStream(headers) ? this.answers.eventStream : this.answers.shed));
 		stream.resume();
 	}
 

@@ -5,7 +5,7 @@
  * (once the checks pass) and while retiring (the pod's other workers serve); 503 from
  * the drain's first moment, without running the checks.
  */
-import {Mode, type FilterOptions} from './filter.js';
+import {isLive, Mode, type FilterOptions} from './filter.js';
 import type {ReadinessProbe} from './readiness.js';
 
 const QUESTION_MARK = 63;
@@ -18,17 +18,19 @@ export interface ProbeAnswer {
 const READY: ProbeAnswer = {status: 200, body: Buffer.from('ready\n')};
 const DRAINING: ProbeAnswer = {status: 503, body: Buffer.from('draining\n')};
 const ALIVE: ProbeAnswer = {status: 200, body: Buffer.from('alive\n')};
+/** Every worker sheds (`--max-event-loop-delay`): the pod is overloaded, and the load balancer should send elsewhere. */
+const OVERLOADED: ProbeAnswer = {status: 503, body: Buffer.from('overloaded\n')};
 
 /** An empty path never matches (probe turned off). */
 export function isPath(url: string, path: string): boolean {
 	return path !== '' && url.startsWith(path) && (url.length === path.length || url.charCodeAt(path.length) === QUESTION_MARK);
 }
 
-export type ProbeSettings = Pick<FilterOptions, 'readinessPath' | 'livenessPath'>;
+export type ProbeSettings = Pick<FilterOptions, 'readinessPath' | 'livenessPath' | 'everyWorkerSheds'>;
 
 export type ProbeKind = 'readiness' | 'liveness';
 
-const readinessFor = (mode: Mode): ProbeAnswer => (mode === Mode.SERVING || mode === Mode.RETIRE ? READY : DRAINING);
+const readinessFor = (mode: Mode): ProbeAnswer => (isLive(mode) || mode === Mode.RETIRE ? READY : DRAINING);
 
 export class Probes {
 	/** Absent: ready at once. */
@@ -51,11 +53,16 @@ export class Probes {
 			return ALIVE;
 		}
 
+		// A shedding worker is ready, unless every worker sheds.
+		if (mode() === Mode.SHED && this.settings.everyWorkerSheds?.() === true) {
+			return OVERLOADED;
+		}
+
 		const {readiness} = this;
-		if (readiness === undefined || mode() !== Mode.SERVING) {
+		if (readiness === undefined || !isLive(mode())) {
 			return readinessFor(mode());
 		}
 
-		return readiness.probe().then(failures => (failures === undefined || mode() !== Mode.SERVING ? readinessFor(mode()) : {status: 503, body: failures}));
+		return readiness.probe().then(failures => (failures === undefined || !isLive(mode()) ? readinessFor(mode()) : {status: 503, body: failures}));
 	}
 }

@@ -160,7 +160,7 @@ export class FakeWorker extends EventEmitter implements WorkerHandle {
 	}
 
 	/** A heartbeat from the worker's main loop (protocol.ts HeartbeatMessage); zeros unless given. */
-	beat(fields: Partial<{rssBytes: number; heapUsedBytes: number; loopDelayMs: number; requests: number; inflight: number}> = {}): this {
+	beat(fields: Partial<Omit<Extract<ToPrimary, {type: 'heartbeat'}>, 'type'>> = {}): this {
 		return this.say({type: 'heartbeat', rssBytes: 0, heapUsedBytes: 0, loopDelayMs: 0, requests: 0, inflight: 0, ...fields});
 	}
 

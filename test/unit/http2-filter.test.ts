@@ -605,3 +605,27 @@ test('the shipped helper writes no HTTP/2 pseudo-header name as a literal of its
 		t.deepEqual(code.match(/(["'`]):(?:status|path|method|protocol|authority|scheme)\1/g) ?? [], [], name);
 	}
 });
+
+test('shedding (--max-event-loop-delay): a new stream gets 503 + retry-after and never reaches the app; no GOAWAY, the stream in flight finishes on the same session; a gRPC call gets UNAVAILABLE; back to serving', async t => {
+	const r = await rig(t);
+	const client = connect(t, r.port);
+	const hold = client.request('/hold');
+	await r.held('/hold');
+	r.filter.setMode(Mode.SHED);
+	const shed = await client.request('/new');
+	t.is(shed.status, 503);
+	t.is(shed.headers['retry-after'], '7');
+	t.regex(shed.body, /overloaded/);
+	const grpc = await client.request('/svc/Method', {method: 'POST', headers: {'content-type': 'application/grpc'}});
+	t.is(grpc.headers['grpc-status'], '14');
+	t.is((await client.request('/livez')).status, 200);
+	t.is((await client.request('/readyz')).status, 200);
+	t.deepEqual(client.goaways, [], 'the session stays open');
+	r.filter.setMode(Mode.SERVING);
+	r.release('/hold');
+	t.like(await hold, {status: 200, body: 'released'});
+	t.like(await client.request('/after'), {status: 200, body: 'app'});
+	t.is(r.filter.shed, 2);
+	t.is(r.filter.rejected, 0);
+	t.deepEqual(r.seen, ['/hold', '/after']);
+});

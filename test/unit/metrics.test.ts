@@ -273,3 +273,45 @@ test('own metrics: workers by state add up to the live workers; starts and exits
 	t.is(sample(text, 'graceful_cluster_drain_duration_seconds'), 5);
 	t.like(clusterStatus(primary.view, metrics.restartsOf), {state: 'stopping', phase: 'stopping', drainPhase: 4, drain: {signal: 'SIGTERM', forcedBy: null, durationMs: 5000}});
 });
+
+test('shedding (--max-event-loop-delay): the heartbeats\' running totals summed into counters that keep a gone worker\'s share; a gauge of workers shedding; /status per worker', async t => {
+	const {edges, primary, metrics, workers} = cluster();
+	const [a, b] = workers;
+	const answered = new Set<unknown>();
+	const scrape = async () => {
+		const pending = metrics.scrape();
+		for (const worker of edges.cluster.live) {
+			answer(worker, [], answered);
+		}
+
+		return pending;
+	};
+
+	let text = await scrape();
+	t.is(sample(text, 'graceful_cluster_requests_shed_total'), 0);
+	t.is(sample(text, 'graceful_cluster_shedding_seconds_total'), 0);
+	a!.beat({shed: 4, sheddingMs: 500, shedding: true});
+	b!.beat({shed: 1, sheddingMs: 250, shedding: false});
+	a!.beat({shed: 6, sheddingMs: 1500, shedding: true});
+	text = await scrape();
+	t.is(sample(text, 'graceful_cluster_requests_shed_total'), 7);
+	t.is(sample(text, 'graceful_cluster_shedding_seconds_total'), 1.75);
+	t.is(sample(text, 'graceful_cluster_workers_shedding'), 1);
+	const status = clusterStatus(primary.view, metrics.restartsOf) as {workers: Array<{shed: number | null; shedding: boolean | null}>};
+	t.deepEqual(status.workers.map(worker => [worker.shed, worker.shedding]), [[6, true], [1, false]]);
+	// a crashes: its share stays; its replacement counts from 0.
+	a!.exit(7);
+	edges.clock.advance(100);
+	const c = edges.cluster.workers[2]!;
+	c.attach().listen();
+	c.beat({shed: 2, sheddingMs: 100, shedding: false});
+	text = await scrape();
+	t.is(sample(text, 'graceful_cluster_requests_shed_total'), 9);
+	t.is(sample(text, 'graceful_cluster_shedding_seconds_total'), 1.85);
+	t.is(sample(text, 'graceful_cluster_workers_shedding'), 0);
+	// Without the option a heartbeat carries none: null in /status.
+	const plain = edges.cluster.workers[1]!;
+	plain.beat({});
+	const after = clusterStatus(primary.view, metrics.restartsOf) as {workers: Array<{id: number; shed: number | null; shedding: boolean | null}>};
+	t.like(after.workers.find(worker => worker.id === plain.id), {shed: null, shedding: null});
+});

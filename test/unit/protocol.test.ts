@@ -63,7 +63,7 @@ test('fields added later are optional, so an older copy on the other side still 
 test('each side accepts every message of its direction and none of the other\'s', t => {
 	t.true(TO_PRIMARY.includes('hook-failed'));
 	t.false(TO_PRIMARY.includes('drain' as never));
-	t.deepEqual([...TO_WORKER].sort(), ['drain', 'end-reject', 'metrics-request', 'report-now', 'retire', 'serve-now']);
+	t.deepEqual([...TO_WORKER].sort(), ['drain', 'end-reject', 'metrics-request', 'report-now', 'retire', 'serve-now', 'shedding']);
 	t.true(TO_PRIMARY.includes('ready') && TO_PRIMARY.includes('not-ready'));
 });
 
