@@ -31,10 +31,10 @@ export const RETIRE_STREAM = eventStream(eventStreamRetryBody(RETIRE_RETRY_MS));
  */
 export const RETIRE_UPGRADE_BYTES = rawServiceUnavailable(0, RETIRE_UPGRADE_BODY);
 
-const serviceUnavailable = (retryAfterSeconds: number, body: Buffer): Answer => ({
+const serviceUnavailable = (retryAfterSeconds: number, body: Buffer, connection: 'close' | 'keep-alive' = 'close'): Answer => ({
 	status: 503,
 	headers: [
-		'Connection', 'close',
+		'Connection', connection,
 		'Retry-After', String(retryAfterSeconds),
 		'Content-Type', 'text/plain; charset=utf-8',
 		'Content-Length', String(body.length),
@@ -48,13 +48,21 @@ export class DrainAnswers {
 	/** EventSource never retries a 503: a 200 that ends at once after `retry:`. */
 	readonly eventStream: Answer;
 	readonly rejectUpgrade: Buffer;
-	/** `--max-event-loop-delay`: the drain's 503 with its own body. */
+	/**
+	 * `--max-event-loop-delay`: a 503 with its own body that keeps the connection. A
+	 * close would send each shed client back through node:cluster's hand-off, which
+	 * waits on this busy worker's loop for every new connection: at 4x capacity a third
+	 * of the requests then timed out, none with the connection kept (bench/capacity.js).
+	 */
 	readonly shed: Answer;
+	/** The same, closing: after a request whose body may still come (`Expect: 100-continue`). */
+	readonly shedClosing: Answer;
 	readonly shedUpgrade: Buffer;
 
 	constructor(retryAfterSeconds: number) {
 		this.reject = serviceUnavailable(retryAfterSeconds, REJECT_BODY);
-		this.shed = serviceUnavailable(retryAfterSeconds, SHED_BODY);
+		this.shed = serviceUnavailable(retryAfterSeconds, SHED_BODY, 'keep-alive');
+		this.shedClosing = serviceUnavailable(retryAfterSeconds, SHED_BODY);
 		this.shedUpgrade = rawServiceUnavailable(retryAfterSeconds, SHED_BODY);
 		this.eventStream = eventStream(eventStreamRetryBody(retryAfterSeconds * 1000));
 		this.rejectUpgrade = rawServiceUnavailable(retryAfterSeconds, REJECT_BODY);

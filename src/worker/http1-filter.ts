@@ -339,9 +339,16 @@ export class RequestFilter implements ServerFilter {
 	 * Counted as answered, not once written, so an episode's count is whole when it ends.
 	 */
 	private shedRequest(request: IncomingMessage, response: ServerResponse): void {
+		if (!this.expectingContinue && !wantsEventStream(request.headers)) {
+			this.shed++;
+			answerHere(request, response, this.answers.shed, false);
+			return;
+		}
+
+		// A body that may still come, or an event stream's answer: the connection ends after it.
 		if (claimLast(request, this.closing.afterLast)) {
 			this.shed++;
-			answerHere(request, response, wantsEventStream(request.headers) ? this.answers.eventStream : this.answers.shed, this.expectingContinue);
+			answerHere(request, response, this.expectingContinue ? this.answers.shedClosing : this.answers.eventStream, this.expectingContinue);
 		}
 	}
 
