@@ -7,8 +7,11 @@
  * jitter (https://github.com/grpc/proposal/blob/master/A9-server-side-conn-mgt.md),
  * so one pod's connections do not all move at once. Off, nothing here runs.
  */
+import type {IncomingMessage, ServerResponse} from 'node:http';
 import type {Socket} from 'node:net';
 import {PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
+import {claimLast, type LingerAfterLast} from './http1-connections.js';
+import {wantsEventStream} from './long-lived.js';
 
 export const AGE_JITTER = 0.1;
 
@@ -24,7 +27,7 @@ type AgingSocket = Socket & Counted & {[AGED]?: PeerCounter};
  * `PEER_COUNTER`; at its age that counter is moved aside, so the connection's
  * next request takes the filter's slow path (`agedCounter`), and none before it pays.
  */
-export function ageConnection(socket: Socket, ageMs: number): void {
+function ageConnection(socket: Socket, ageMs: number): void {
 	const aging = socket as AgingSocket;
 	const timer = setTimeout(() => {
 		const counter = aging[PEER_COUNTER];
@@ -40,3 +43,38 @@ export function ageConnection(socket: Socket, ageMs: number): void {
 
 /** The peer's counter of a connection past its age; undefined for one not seen before. */
 export const agedCounter = (socket: Socket): PeerCounter | undefined => (socket as AgingSocket)[AGED];
+
+/** An HTTP/1.1 filter's connection ages: each counted from its first request. */
+export class ConnectionAges {
+	/** Connections given `Connection: close` for their age. */
+	closed = 0;
+
+	constructor(private readonly maxAgeMs: number, private readonly afterLast: LingerAfterLast) {}
+
+	/** A connection's first request: its age starts. */
+	start(socket: Socket): void {
+		if (this.maxAgeMs > 0) {
+			ageConnection(socket, drawAge(this.maxAgeMs));
+		}
+	}
+
+	/**
+	 * The next request on a connection past its age gets `Connection: close`. An event
+	 * stream keeps its connection as long as it lasts: the close waits for a request after
+	 * it. False for a request pipelined behind the close: it is not to run (Node would
+	 * drop its response; the client retries it).
+	 */
+	close(request: IncomingMessage, response: ServerResponse): boolean {
+		if (wantsEventStream(request.headers)) {
+			return true;
+		}
+
+		if (!claimLast(request, this.afterLast)) {
+			return false;
+		}
+
+		response.setHeader('Connection', 'close');
+		this.closed++;
+		return true;
+	}
+}

@@ -1,7 +1,8 @@
 /** The HTTP/1.1 answers the drain writes itself, never the app: each a whole response whose headers end the connection. */
 import type {IncomingMessage, ServerResponse} from 'node:http';
 import type {Socket} from 'node:net';
-import {eventStreamRetryBody, ignoreError, RETIRE_RETRY_MS} from './long-lived.js';
+import {claimLast, type LingerAfterLast} from './http1-connections.js';
+import {eventStreamRetryBody, ignoreError, RETIRE_RETRY_MS, wantsEventStream} from './long-lived.js';
 import {rawServiceUnavailable, REJECT_BODY, SHED_BODY} from '../reject-answer.js';
 
 export interface Answer {
@@ -96,6 +97,25 @@ export function answerHere(request: IncomingMessage, response: ServerResponse, {
 
 		response.end(body);
 	}
+}
+
+/**
+ * `--max-event-loop-delay`'s answer: the 503 that keeps its connection (`DrainAnswers.shed`),
+ * or, after a request whose body may still come or for an event stream, one that ends it.
+ * Not an arrival: those are the drain's. False: a request pipelined behind that end, not answered.
+ */
+export function answerShed(request: IncomingMessage, response: ServerResponse, answers: DrainAnswers, expectingContinue: boolean, afterLast: LingerAfterLast): boolean {
+	if (!expectingContinue && !wantsEventStream(request.headers)) {
+		answerHere(request, response, answers.shed, false);
+		return true;
+	}
+
+	if (!claimLast(request, afterLast)) {
+		return false;
+	}
+
+	answerHere(request, response, expectingContinue ? answers.shedClosing : answers.eventStream, expectingContinue);
+	return true;
 }
 
 /** Node took its own listeners off the socket before emitting 'upgrade'. */

@@ -16,9 +16,9 @@ import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
 import {Ledger} from './ledger.js';
 import {endOwnedStream, isEventStreamResponse, Upgrades, wantsEventStream, type DrainReason, type LongLivedClosed} from './long-lived.js';
-import {answerHere, answerProbe, answerUpgrade, DrainAnswers, RETIRE_STREAM, RETIRE_UPGRADE_BYTES} from './http1-answers.js';
+import {answerHere, answerProbe, answerShed, answerUpgrade, DrainAnswers, RETIRE_STREAM, RETIRE_UPGRADE_BYTES} from './http1-answers.js';
 import {ServerClose} from './http1-server.js';
-import {ageConnection, agedCounter, drawAge} from './connection-age.js';
+import {agedCounter, ConnectionAges} from './connection-age.js';
 import {Probes, type ProbeAnswer} from './probes.js';
 import type {ReadinessProbe} from './readiness.js';
 
@@ -60,9 +60,7 @@ export class RequestFilter implements ServerFilter {
 	private readonly answers: DrainAnswers;
 	private readonly originalEmit: Server['emit'];
 	private readonly serverClose: ServerClose;
-	private readonly maxConnectionAgeMs: number;
-	/** Connections given `Connection: close` for their age. */
-	private aged = 0;
+	private readonly ages: ConnectionAges;
 	/** True while `intercept` runs for a `'checkContinue'`: no body is coming until we say so. */
 	private expectingContinue = false;
 	private readonly isOpen = (response: ServerResponse): boolean => this.ledger.has(response);
@@ -79,7 +77,7 @@ export class RequestFilter implements ServerFilter {
 		this.arrivals = options.arrivals ?? new Arrivals(inBackground(systemClock));
 		this.answers = new DrainAnswers(options.retryAfterSeconds);
 		this.closing = new ClosingConnections(options.onIdle, () => options.lingerMs?.() ?? LINGER_MAX_MS);
-		this.maxConnectionAgeMs = options.maxConnectionAgeMs ?? 0;
+		this.ages = new ConnectionAges(options.maxConnectionAgeMs ?? 0, this.closing.afterLast);
 		this.originalEmit = server.emit;
 		this.serverClose = new ServerClose(server, options.keepAliveTimeoutMs ?? 0, keepIdle => {
 			options.onLateListen?.(server.address());
@@ -132,7 +130,7 @@ export class RequestFilter implements ServerFilter {
 	}
 
 	get connectionsAged(): number {
-		return this.aged;
+		return this.ages.closed;
 	}
 
 	get redirected(): number {
@@ -282,43 +280,27 @@ export class RequestFilter implements ServerFilter {
 	}
 
 	/**
-	 * A connection's first request while serving. socket.io's long-polling transport
-	 * opens with `GET /socket.io/?...transport=polling`; under several workers its later
-	 * polls land on workers that do not know its session (the primary warns once).
-	 */
-	/**
-	 * A request the serving path has no counter for: a connection's first, or the
-	 * next one on a connection past its age (connection-age.ts), which gets
-	 * `Connection: close`. False: the request is not to run (behind that close).
+	 * A request the serving path has no counter for: a connection's first, or the next
+	 * one on a connection past its age. False: the request is not to run.
 	 */
 	private unseen(request: IncomingMessage, response: ServerResponse): boolean {
 		const {socket} = request;
 		const aged = agedCounter(socket);
 		if (aged === undefined) {
 			this.firstRequest(socket, request).n++;
-			if (this.maxConnectionAgeMs > 0) {
-				ageConnection(socket, drawAge(this.maxConnectionAgeMs));
-			}
-
+			this.ages.start(socket);
 			return true;
 		}
 
 		aged.n++;
-		// An event stream holds its connection as long as it lasts: the close waits for a request after it.
-		if (wantsEventStream(request.headers)) {
-			return true;
-		}
-
-		// A request pipelined behind the close is not run: Node would drop its response; the client retries it.
-		if (!claimLast(request, this.closing.afterLast)) {
-			return false;
-		}
-
-		response.setHeader('Connection', 'close');
-		this.aged++;
-		return true;
+		return this.ages.close(request, response);
 	}
 
+	/**
+	 * A connection's first request while serving. socket.io's long-polling transport
+	 * opens with `GET /socket.io/?...transport=polling`; under several workers its later
+	 * polls land on workers that do not know its session (the primary warns once).
+	 */
 	private firstRequest(socket: Counted, request: IncomingMessage): PeerCounter {
 		const url = request.url ?? '';
 		if (url.startsWith(SOCKET_IO_PATH) && url.includes('transport=polling')) {
@@ -332,23 +314,10 @@ export class RequestFilter implements ServerFilter {
 		this.ledger.rejected++;
 	};
 
-	/**
-	 * `--max-event-loop-delay`: 503 + `Retry-After` at once, the connection closed after
-	 * it (gracefully, as the drain closes one), so the client's next request opens a new
-	 * connection the balancer may send elsewhere. Not an arrival: those are the drain's.
-	 * Counted as answered, not once written, so an episode's count is whole when it ends.
-	 */
+	/** `--max-event-loop-delay` (http1-answers.ts `answerShed`); counted as answered, so an episode's count is whole when it ends. */
 	private shedRequest(request: IncomingMessage, response: ServerResponse): void {
-		if (!this.expectingContinue && !wantsEventStream(request.headers)) {
+		if (answerShed(request, response, this.answers, this.expectingContinue, this.closing.afterLast)) {
 			this.shed++;
-			answerHere(request, response, this.answers.shed, false);
-			return;
-		}
-
-		// A body that may still come, or an event stream's answer: the connection ends after it.
-		if (claimLast(request, this.closing.afterLast)) {
-			this.shed++;
-			answerHere(request, response, this.expectingContinue ? this.answers.shedClosing : this.answers.eventStream, this.expectingContinue);
 		}
 	}
 
