@@ -97,6 +97,25 @@ export function parsePositiveDuration(flag: string, text: string): number {
 	return ms;
 }
 
+/** Shorter, every connection would close after a request or two, and each HTTP/2 close may refuse a stream. */
+export const MIN_CONNECTION_AGE_MS = 1000;
+/** A timer comes a few ms late at rest: a lower limit would shed on that. */
+export const MIN_EVENT_LOOP_DELAY_MS = 10;
+
+function parseAtLeast(least: number, why: string) {
+	return (flag: string, text: string): number => {
+		const ms = parseDurationSetting(flag, text);
+		if (ms !== 0 && ms < least) {
+			throw new UsageError(`${describe(flag)}: "${text}" is shorter than ${least}ms: ${why}. Use ${least}ms or more, or 0 to turn it off.`);
+		}
+
+		return ms;
+	};
+}
+
+const parseConnectionAge = parseAtLeast(MIN_CONNECTION_AGE_MS, 'every connection would close after a request or two, and over HTTP/2 each close may refuse a stream (minutes are usual, as for gRPC\'s MAX_CONNECTION_AGE)');
+const parseEventLoopDelay = parseAtLeast(MIN_EVENT_LOOP_DELAY_MS, 'a timer comes a few ms late at rest, so a worker would shed while idle');
+
 export function parseRetryAfter(flag: string, text: string): number {
 	if (!/^\d+$/.test(text.trim())) {
 		throw new UsageError(`${describe(flag)}: "${text}" is not a whole number of seconds. Write it as 1, 5 or 30.`);
@@ -148,8 +167,8 @@ export function readWorkerSettings(source: SettingSource): WorkerSettings {
 		livenessPath: read('livenessPath', parsePath),
 		keepAliveTimeoutMs: read('keepAliveTimeoutMs', parseDurationSetting),
 		checkTimeoutMs: read('checkTimeoutMs', parsePositiveDuration),
-		maxConnectionAgeMs: read('maxConnectionAgeMs', parseDurationSetting),
-		maxEventLoopDelayMs: read('maxEventLoopDelayMs', parseDurationSetting),
+		maxConnectionAgeMs: read('maxConnectionAgeMs', parseConnectionAge),
+		maxEventLoopDelayMs: read('maxEventLoopDelayMs', parseEventLoopDelay),
 	};
 	checkProbePaths(settings);
 	return settings;

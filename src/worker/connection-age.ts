@@ -10,7 +10,7 @@
 import type {IncomingMessage, ServerResponse} from 'node:http';
 import type {Socket} from 'node:net';
 import {PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
-import {claimLast, type LingerAfterLast} from './http1-connections.js';
+import {claimLast, insistOnClose, type LingerAfterLast} from './http1-connections.js';
 import {wantsEventStream} from './long-lived.js';
 
 export const AGE_JITTER = 0.1;
@@ -73,7 +73,7 @@ export class ConnectionAges {
 			return false;
 		}
 
-		response.setHeader('Connection', 'close');
+		insistOnClose(response);
 		this.closed++;
 		return true;
 	}

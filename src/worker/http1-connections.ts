@@ -60,9 +60,58 @@ export function closeAfterLast(response: ServerResponse, isOpen: (response: Serv
 		}
 	}
 
-	if (!response.headersSent) {
-		response.setHeader('Connection', 'close');
+	insistOnClose(response);
+}
+
+const isConnection = (name: unknown): boolean => typeof name === 'string' && name.toLowerCase() === 'connection';
+
+/** writeHead()'s headers (an object, `[name, value, ...]` or `[[name, value], ...]`) without `Connection`. */
+function withoutConnection(headers: unknown): unknown {
+	if (Array.isArray(headers)) {
+		if (headers.length > 0 && Array.isArray(headers[0])) {
+			return (headers as unknown[][]).filter(([name]) => !isConnection(name));
+		}
+
+		return headers.flatMap((item: unknown, index) => (index % 2 === 0 && isConnection(item)) || (index % 2 === 1 && isConnection(headers[index - 1])) ? [] : [item]);
 	}
+
+	if (typeof headers === 'object' && headers !== null) {
+		return Object.fromEntries(Object.entries(headers).filter(([name]) => !isConnection(name)));
+	}
+
+	return headers;
+}
+
+/**
+ * `Connection: close` on `response` (the connection's last), kept whatever the app sets
+ * after it: an app that sets `Connection: keep-alive` (a proxy copying its upstream's
+ * headers) would keep open a connection whose next request the filter never runs, and
+ * that request would wait forever. The response's own methods are wrapped, on this
+ * response only: no other pays.
+ */
+export function insistOnClose(response: ServerResponse): void {
+	if (response.headersSent) {
+		return;
+	}
+
+	response.setHeader('Connection', 'close');
+	const {setHeader, appendHeader, removeHeader, writeHead} = response;
+	Object.assign(response, {
+		setHeader(this: ServerResponse, name: string, value: number | string | readonly string[]) {
+			return isConnection(name) ? this : Reflect.apply(setHeader, this, [name, value]) as ServerResponse;
+		},
+		appendHeader(this: ServerResponse, name: string, value: string | readonly string[]) {
+			return isConnection(name) ? this : Reflect.apply(appendHeader, this, [name, value]) as ServerResponse;
+		},
+		removeHeader(this: ServerResponse, name: string) {
+			if (!isConnection(name)) {
+				Reflect.apply(removeHeader, this, [name]);
+			}
+		},
+		writeHead(this: ServerResponse, ...args: unknown[]) {
+			return Reflect.apply(writeHead, this, args.map(arg => withoutConnection(arg))) as ServerResponse;
+		},
+	});
 }
 
 /**

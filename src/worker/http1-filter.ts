@@ -11,7 +11,7 @@
 import type {IncomingMessage, Server, ServerResponse} from 'node:http';
 import net, {type Socket} from 'node:net';
 import {isLive, LINGER_MAX_MS, Mode, type FilterOptions, type ServerFilter} from './filter.js';
-import {claimLast, closeAfterLast, closeKeepingUnflushed, ClosingConnections, freshConnections, isClosing, watchQueued} from './http1-connections.js';
+import {claimLast, closeAfterLast, closeKeepingUnflushed, ClosingConnections, freshConnections, insistOnClose, isClosing, watchQueued} from './http1-connections.js';
 import {inBackground, systemClock} from '../clock.js';
 import {Arrivals, PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
 import {Ledger} from './ledger.js';
@@ -268,7 +268,7 @@ export class RequestFilter implements ServerFilter {
 				return true;
 			}
 
-			response.setHeader('Connection', 'close');
+			insistOnClose(response);
 		}
 
 		this.ledger.add(response);

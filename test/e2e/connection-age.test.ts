@@ -13,7 +13,7 @@ import {fixture, startCluster} from '../helpers/cluster.js';
 import {client, RawConnection} from '../helpers/http.js';
 import {connect, MAX_STREAM_ID} from '../helpers/http2.js';
 
-const AGE_MS = 600;
+const AGE_MS = 1000;
 
 /** Requests one after another on `connection` until a response carries `Connection: close`; at most `limit`. */
 async function untilClose(connection: RawConnection, limit: number): Promise<{responses: number; statuses: number[]; closeAfterMs: number | undefined}> {
@@ -62,6 +62,30 @@ test('HTTP/1.1: a kept-alive connection past its age gets Connection: close on i
 	t.is((await app.exited).code, 0, app.text());
 });
 
+test('an app that sets its own Connection: keep-alive (a proxy copying its upstream\'s headers) cannot keep an aged connection open, nor one the drain closes: the close wins, and the next request is never left unanswered', async t => {
+	const app = await startCluster(t, ['--max-connection-age', '1s', '--serve-period', '1s', '--reject-period', '300ms'], fixture('keep-alive-header.mjs'), {workers: 1});
+	for (const ka of ['set', 'head', 'raw', 'append']) {
+		const connection = await RawConnection.open(app.port);
+		t.is((await connection.request(`/first?ka=${ka}`)).headers['connection'], 'keep-alive', `${ka}: the app's own header while young`);
+		// Time must pass: the age is what is tested.
+		await delay(1200);
+		const aged = await connection.request(`/aged?ka=${ka}`);
+		t.is(aged.status, 200);
+		t.is(aged.headers['connection'], 'close', `${ka}: the age's close wins over the app's keep-alive`);
+		t.is(await connection.closedByServer(), 'fin', ka);
+	}
+
+	// The drain's serve phase: each response is its connection's last.
+	const connection = await RawConnection.open(app.port);
+	app.kill('SIGTERM');
+	await app.waitForLog(line => line.role === 'worker' && line.msg === 'drain started');
+	const last = await connection.request('/during-drain?ka=set');
+	t.is(last.status, 200);
+	t.is(last.headers['connection'], 'close');
+	t.is(await connection.closedByServer(), 'fin');
+	t.is((await app.exited).code, 0, app.text());
+});
+
 test('HTTP/1.1 without the option: a kept-alive connection is never told to close', async t => {
 	const app = await startCluster(t, ['--reject-period', '300ms'], fixture('app.mjs'), {workers: 1});
 	const connection = await RawConnection.open(app.port);
@@ -75,13 +99,13 @@ test('HTTP/1.1 without the option: a kept-alive connection is never told to clos
 
 for (const pipelining of [1, 4]) {
 	test(`undici's keep-alive pool under steady load, pipelining ${pipelining}: its connections are replaced as they age, and not one request fails`, async t => {
-		const app = await startCluster(t, ['--max-connection-age', '300ms', '--reject-period', '300ms'], fixture('app.mjs'), {workers: 2});
+		const app = await startCluster(t, ['--max-connection-age', '1s', '--reject-period', '300ms'], fixture('app.mjs'), {workers: 2});
 		const pool = new Pool(url(app.port), {connections: 4, pipelining});
 		t.teardown(async () => pool.destroy());
 		const ports = new Set<string>();
 		let failures = 0;
 		let served = 0;
-		const until = performance.now() + 2500;
+		const until = performance.now() + 3000;
 		await Promise.all(Array.from({length: 4}, async () => {
 			while (performance.now() < until) {
 				try {
@@ -161,13 +185,13 @@ test('HTTP/2: a session past its age gets a GOAWAY that announces the close, the
 });
 
 test('WebSockets are left alone: an open one outlives the age and still echoes', async t => {
-	const app = await startCluster(t, ['--max-connection-age', '300ms', '--reject-period', '300ms'], fixture('long-lived.mjs'), {workers: 1});
+	const app = await startCluster(t, ['--max-connection-age', '1s', '--reject-period', '300ms'], fixture('long-lived.mjs'), {workers: 1});
 	const socket = openWs(`ws://127.0.0.1:${app.port}/ws`);
 	await socket.opened;
 	t.is(await socket.echo('one'), 'one');
 	// Time must pass: outliving its age is what is tested.
-	await delay(1000);
-	t.is(await socket.echo('two'), 'two', 'still open after three times its age');
+	await delay(1500);
+	t.is(await socket.echo('two'), 'two', 'still open past its age');
 	socket.ws.close();
 	app.kill('SIGTERM');
 	t.is((await app.exited).code, 0, app.text());

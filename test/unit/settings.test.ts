@@ -89,3 +89,12 @@ test('a worker reads back what the primary put in its environment: settings, log
 	t.is(readWorkerEnv(workerEnv({settings, logLevel: 'info', workerTimeoutMs: 0, hungStack: false, adaptiveReject: true, autoAttach: true, listenTimeoutMs: 0})).peerRates, true);
 	t.is(readWorkerEnv(workerEnv({settings, logLevel: 'info', workerTimeoutMs: 0, hungStack: false, adaptiveReject: false, autoAttach: true, listenTimeoutMs: 0, metrics: {port: 9464}})).peerRates, true);
 });
+
+test('--max-connection-age and --max-event-loop-delay: off by default, 0 turns them off, a value under their floor is a usage error that says why', t => {
+	t.like(workerSettingsFromEnv({}), {maxConnectionAgeMs: 0, maxEventLoopDelayMs: 0});
+	t.like(workerSettingsFromEnv({GRACEFUL_CLUSTER_MAX_CONNECTION_AGE: '5m', GRACEFUL_CLUSTER_MAX_EVENT_LOOP_DELAY: '200ms'}), {maxConnectionAgeMs: 300_000, maxEventLoopDelayMs: 200});
+	t.like(workerSettingsFromEnv({GRACEFUL_CLUSTER_MAX_CONNECTION_AGE: '0', GRACEFUL_CLUSTER_MAX_EVENT_LOOP_DELAY: '0ms'}), {maxConnectionAgeMs: 0, maxEventLoopDelayMs: 0});
+	t.throws(() => workerSettingsFromEnv({GRACEFUL_CLUSTER_MAX_CONNECTION_AGE: '1ms'}), {instanceOf: UsageError, message: /GRACEFUL_CLUSTER_MAX_CONNECTION_AGE.*"1ms" is shorter than 1000ms: every connection would close.*or 0 to turn it off/});
+	t.throws(() => workerSettingsFromEnv({GRACEFUL_CLUSTER_MAX_EVENT_LOOP_DELAY: '5ms'}), {instanceOf: UsageError, message: /"5ms" is shorter than 10ms: a timer comes a few ms late at rest/});
+	t.throws(() => workerSettingsFromEnv({GRACEFUL_CLUSTER_MAX_CONNECTION_AGE: '-1s'}), {instanceOf: UsageError, message: /cannot be negative/});
+});
