@@ -1,7 +1,7 @@
 /** The HTTP/1.1 answers the drain writes itself, never the app: each a whole response whose headers end the connection. */
 import type {IncomingMessage, ServerResponse} from 'node:http';
 import type {Socket} from 'node:net';
-import {claimLast, type LingerAfterLast} from './http1-connections.js';
+import {claimLast, isClosing, type LingerAfterLast} from './http1-connections.js';
 import {eventStreamRetryBody, ignoreError, RETIRE_RETRY_MS, wantsEventStream} from './long-lived.js';
 import {rawServiceUnavailable, REJECT_BODY, SHED_BODY} from '../reject-answer.js';
 
@@ -105,6 +105,12 @@ export function answerHere(request: IncomingMessage, response: ServerResponse, {
  * Not an arrival: those are the drain's. False: a request pipelined behind that end, not answered.
  */
 export function answerShed(request: IncomingMessage, response: ServerResponse, answers: DrainAnswers, expectingContinue: boolean, afterLast: LingerAfterLast): boolean {
+	// Behind a response that ends the connection: not run, not answered (the client retries it).
+	if (isClosing(request.socket)) {
+		request.resume();
+		return false;
+	}
+
 	if (!expectingContinue && !wantsEventStream(request.headers)) {
 		answerHere(request, response, answers.shed, false);
 		return true;

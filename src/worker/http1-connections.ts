@@ -65,11 +65,12 @@ export function closeAfterLast(response: ServerResponse, isOpen: (response: Serv
 
 const isConnection = (name: unknown): boolean => typeof name === 'string' && name.toLowerCase() === 'connection';
 
-/** writeHead()'s headers (an object, `[name, value, ...]` or `[[name, value], ...]`) without `Connection`. */
+/** writeHead()'s headers (an object, `[name, value, ...]` or `[[name, value], ...]`) without `Connection`, as an object or a flat list. */
 function withoutConnection(headers: unknown): unknown {
 	if (Array.isArray(headers)) {
 		if (headers.length > 0 && Array.isArray(headers[0])) {
-			return (headers as unknown[][]).filter(([name]) => !isConnection(name));
+			// Flat: with a header set before it (ours), writeHead() takes only `[name, value, ...]`.
+			return (headers as unknown[][]).flatMap(([name, value]) => (isConnection(name) ? [] : [name, value]));
 		}
 
 		return headers.flatMap((item: unknown, index) => (index % 2 === 0 && isConnection(item)) || (index % 2 === 1 && isConnection(headers[index - 1])) ? [] : [item]);

@@ -64,7 +64,7 @@ test('HTTP/1.1: a kept-alive connection past its age gets Connection: close on i
 
 test('an app that sets its own Connection: keep-alive (a proxy copying its upstream\'s headers) cannot keep an aged connection open, nor one the drain closes: the close wins, and the next request is never left unanswered', async t => {
 	const app = await startCluster(t, ['--max-connection-age', '1s', '--serve-period', '1s', '--reject-period', '300ms'], fixture('keep-alive-header.mjs'), {workers: 1});
-	for (const ka of ['set', 'head', 'raw', 'append']) {
+	for (const ka of ['set', 'head', 'raw', 'pairs', 'append']) {
 		const connection = await RawConnection.open(app.port);
 		t.is((await connection.request(`/first?ka=${ka}`)).headers['connection'], 'keep-alive', `${ka}: the app's own header while young`);
 		// Time must pass: the age is what is tested.
