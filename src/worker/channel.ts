@@ -7,7 +7,7 @@
 import type * as net from 'node:net';
 import type {AttachOptions, GracefulHandle} from './handle.js';
 import type {DrainableServer} from './filter.js';
-import {envelope, parseMessage, TO_WORKER, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';
+import {envelope, parseMessage, TO_WORKER, type HeartbeatMessage, type LeaveMessage, type MetricsRequestMessage, type ToPrimary, type ToWorker} from '../protocol.js';
 
 /** The first leave message decides how the worker leaves. */
 export interface ReceivedDrain {
@@ -44,15 +44,8 @@ export interface WorkerChannel {
 	exclude?: ((server: net.Server) => void) | undefined;
 }
 
-/** What the heartbeat carries of the drain's counts; the shedding's figures with `--max-event-loop-delay` only. */
-export interface WorkerStats {
-	readonly requests: number;
-	readonly inflight: number;
-	readonly connectionsAged?: number;
-	readonly shed?: number;
-	readonly sheddingMs?: number;
-	readonly shedding?: boolean;
-}
+/** What the heartbeat carries of the drain's counts (protocol.ts `HeartbeatMessage`). */
+export type WorkerStats = Pick<HeartbeatMessage, 'requests' | 'inflight' | 'connectionsAged' | 'shed' | 'sheddingMs' | 'shedding'>;
 
 /** The primary's signal, else for a drain the one this worker received, else SIGTERM (a recycle's retire carries none). */
 export function leaveSignal(message: LeaveMessage, receivedHere: NodeJS.Signals | undefined): NodeJS.Signals {

@@ -21,7 +21,7 @@ export const Mode = {
 	REJECT: 2,
 	/** A reload's retiring worker: open connections served, each ending after its request; what would outlive the linger (a new event stream, a WebSocket) goes to the other workers. */
 	RETIRE: 3,
-	/** `--max-event-loop-delay`: the event loop lags, new requests get 503 + `Retry-After` and their connection ends; those in flight go on. Serving otherwise: no drain's bookkeeping. */
+	/** `--max-event-loop-delay`: the event loop lags, new requests get 503 + `Retry-After` on their kept connection; those in flight go on. Serving otherwise: no drain's bookkeeping. */
 	SHED: 4,
 } as const;
 export type Mode = (typeof Mode)[keyof typeof Mode];

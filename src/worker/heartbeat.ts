@@ -86,10 +86,9 @@ export function startHeartbeat(channel: WorkerChannel, logger: Logger, options: 
 			rssBytes: rss,
 			heapUsedBytes: heapUsed,
 			loopDelayMs: first ? 0 : loopDelayMs,
-			requests: stats?.requests ?? 0,
-			inflight: stats?.inflight ?? 0,
-			...(stats?.connectionsAged ? {connectionsAged: stats.connectionsAged} : {}),
-			...(stats?.shedding === undefined ? {} : {shed: stats.shed, sheddingMs: stats.sheddingMs, shedding: stats.shedding}),
+			requests: 0,
+			inflight: 0,
+			...stats,
 		});
 		first = false;
 	}, LOOP_SAMPLE_MS).unref();

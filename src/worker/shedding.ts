@@ -7,15 +7,10 @@
  */
 import type {Clock} from '../clock.js';
 import type {Logger} from '../logger.js';
+import type {HeartbeatMessage} from '../protocol.js';
 
-/** What the heartbeat carries: running totals, so the primary's counters never go down. */
-export interface SheddingStats {
-	/** Requests answered 503 by the shedding since the worker started. */
-	readonly shed: number;
-	/** Time spent shedding since the worker started, the current episode included. */
-	readonly sheddingMs: number;
-	readonly shedding: boolean;
-}
+/** What the heartbeat carries of it (protocol.ts `HeartbeatMessage`): running totals, so the primary's counters never go down. */
+export type SheddingStats = Required<Pick<HeartbeatMessage, 'shed' | 'sheddingMs' | 'shedding'>>;
 
 export type SheddingEnd = 'recovered' | 'drain' | 'retire';
 

@@ -2,45 +2,18 @@
 // 20 ms of CPU, driven over capacity by 40 keep-alive clients. Shed requests get 503 +
 // Retry-After, the connection kept; served ones all complete; one warning per episode;
 // /metrics and /status show it; a drain while shedding keeps its own rules.
-import http from 'node:http';
 import test from 'ava';
-import got from 'got';
 import {freePort, url} from '../../testkit/net.js';
 import {eventually} from '../../testkit/proc.js';
 import {fixture, startCluster, type LogLine} from '../helpers/cluster.js';
 import {client} from '../helpers/http.js';
+import {steadyLoad, type LoadOutcome} from '../helpers/load.js';
 
 const APP = fixture('busy.mjs');
 const SHED_START = 'shedding new requests: the event loop lags more than --max-event-loop-delay';
 
-type Outcome = {status: number; retryAfter: string | undefined; connection: string | undefined; ms: number} | {error: string};
-
-/** `clients` keep-alive clients in a loop until stopped: every outcome recorded. */
-function overload(port: number, clients = 40) {
-	const agent = new http.Agent({keepAlive: true, maxSockets: clients});
-	const keepAlive = got.extend({retry: {limit: 0}, throwHttpErrors: false, agent: {http: agent}, timeout: {request: 20_000}});
-	const results: Outcome[] = [];
-	let stopped = false;
-	const loops = Array.from({length: clients}, async () => {
-		while (!stopped) {
-			const started = performance.now();
-			try {
-				const response = await keepAlive(url(port, '/'));
-				results.push({status: response.statusCode, retryAfter: response.headers['retry-after'], connection: response.headers.connection, ms: performance.now() - started});
-			} catch (error) {
-				results.push({error: (error as {code?: string}).code ?? String(error)});
-			}
-		}
-	});
-	return {
-		results,
-		async stop() {
-			stopped = true;
-			await Promise.all(loops);
-			agent.destroy();
-		},
-	};
-}
+/** `clients` keep-alive clients in a loop until stopped (busy.mjs's `/` burns CPU): every outcome recorded. */
+const overload = (port: number, clients = 40) => steadyLoad(port, {clients, path: '/', maxMs: 60_000, maxRequests: 1_000_000, timeoutMs: 20_000});
 
 const workerLines = (lines: LogLine[], msg: string): LogLine[] => lines.filter(line => line.role === 'worker' && line.msg === msg);
 
@@ -70,7 +43,7 @@ test('over capacity, one worker sheds: 503 + Retry-After on a kept connection, s
 	const {results} = load;
 	const errors = results.filter(result => 'error' in result);
 	t.deepEqual(errors, [], 'no request failed');
-	const answered = results.filter((result): result is Exclude<Outcome, {error: string}> => !('error' in result));
+	const answered = results.filter((result): result is Exclude<LoadOutcome, {error: string}> => !('error' in result));
 	const shed = answered.filter(result => result.status === 503);
 	const served = answered.filter(result => result.status !== 503);
 	t.true(shed.length > 0, 'some were shed');
@@ -135,7 +108,7 @@ test('a drain while shedding: the drain\'s rules apply; the request in flight fi
 	await app.waitForLog(line => line.role === 'worker' && line.msg === 'drain started');
 	await load.stop();
 	t.deepEqual(load.results.filter(result => 'error' in result), [], 'no request failed');
-	const answered = load.results.filter((result): result is Exclude<Outcome, {error: string}> => !('error' in result));
+	const answered = load.results.filter((result): result is Exclude<LoadOutcome, {error: string}> => !('error' in result));
 	// The shed 503 keeps its connection, the drain's closes it: each 503 is one or the other.
 	const shed = answered.filter(result => result.status === 503 && result.connection === 'keep-alive');
 	t.true(answered.every(result => result.status === 200 || (result.status === 503 && (result.connection === 'close' || result.connection === 'keep-alive'))));

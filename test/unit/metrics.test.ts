@@ -166,6 +166,19 @@ function answer(worker: FakeWorker, metrics: MetricJson[], answered: Set<unknown
 	}
 }
 
+/** A scrape that every live worker answers with no app metrics. */
+function scraper({cluster: fakeCluster}: ReturnType<typeof cluster>['edges'], metrics: ClusterMetrics): () => Promise<string> {
+	const answered = new Set<unknown>();
+	return async () => {
+		const pending = metrics.scrape();
+		for (const worker of fakeCluster.live) {
+			answer(worker, [], answered);
+		}
+
+		return pending;
+	};
+}
+
 test('a worker just forked (a reload\'s new worker) is not asked: the scrape does not wait for it, no failure counted', async t => {
 	const {edges, metrics, workers} = cluster();
 	const [a, b] = workers;
@@ -228,15 +241,7 @@ test('a worker that does not answer makes the scrape partial, not failed: its la
 test('own metrics: workers by state add up to the live workers; starts and exits by reason; drain phase and status follow the drain', async t => {
 	const {edges, primary, metrics, workers} = cluster();
 	const [a, b] = workers;
-	const answered = new Set<unknown>();
-	const scrape = async () => {
-		const pending = metrics.scrape();
-		for (const worker of edges.cluster.live) {
-			answer(worker, [], answered);
-		}
-
-		return pending;
-	};
+	const scrape = scraper(edges, metrics);
 
 	let text = await scrape();
 	t.is(sample(text, 'graceful_cluster_workers{state="listening"}'), 2);
@@ -277,15 +282,7 @@ test('own metrics: workers by state add up to the live workers; starts and exits
 test('shedding (--max-event-loop-delay): the heartbeats\' running totals summed into counters that keep a gone worker\'s share; a gauge of workers shedding; /status per worker', async t => {
 	const {edges, primary, metrics, workers} = cluster();
 	const [a, b] = workers;
-	const answered = new Set<unknown>();
-	const scrape = async () => {
-		const pending = metrics.scrape();
-		for (const worker of edges.cluster.live) {
-			answer(worker, [], answered);
-		}
-
-		return pending;
-	};
+	const scrape = scraper(edges, metrics);
 
 	let text = await scrape();
 	t.is(sample(text, 'graceful_cluster_requests_shed_total'), 0);
