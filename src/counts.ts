@@ -77,8 +77,6 @@ function sum<K extends keyof Counts>(fields: readonly K[], parts: Iterable<Reado
 
 export const sumFilterCounts = (filters: Iterable<FilterCounts>): FilterCounts => sum(FILTER_FIELDS, filters);
 
-export const sumCounts = (parts: Iterable<Counts | undefined>): Counts => sum(COUNT_FIELDS, parts);
-
 export const sumOpen = (parts: Iterable<Open | undefined>): Open => sum(OPEN_FIELDS, parts);
 
 export const openOf = ({inflight, upgrades, streams}: Open): Open => ({inflight, upgrades, streams});
@@ -92,6 +90,6 @@ export function tallyOf(counts: Partial<Tally> | undefined, last?: Tally): Tally
 }
 
 /** A plain copy of `counts` (getters read once), for a message or a log line. */
-export const copyCounts = (counts: Counts): Counts => sumCounts([counts]);
+export const copyCounts = (counts: Counts): Counts => sum(COUNT_FIELDS, [counts]);
 
 export const countsKey = (counts: Counts): string => COUNT_FIELDS.map(field => counts[field]).join(' ');

@@ -32,7 +32,7 @@ export interface DrainFinished {
 	readonly after?: object | undefined;
 }
 
-export function outcomeOf({exitCode, appExit = false, uncounted = []}: Pick<DrainFinished, 'exitCode' | 'appExit' | 'uncounted'>): Outcome {
+function outcomeOf({exitCode, appExit = false, uncounted = []}: Pick<DrainFinished, 'exitCode' | 'appExit' | 'uncounted'>): Outcome {
 	if (exitCode === ExitCode.OK) {
 		return uncounted.length > 0 ? 'uncounted' : 'clean';
 	}

@@ -13,7 +13,7 @@ import {PEER_COUNTER, type Counted, type PeerCounter} from './arrivals.js';
 import {claimLast, insistOnClose, type LingerAfterLast} from './http1-connections.js';
 import {wantsEventStream} from './long-lived.js';
 
-export const AGE_JITTER = 0.1;
+const AGE_JITTER = 0.1;
 
 /** One connection's age: `maxAgeMs` ± 10 %. */
 export const drawAge = (maxAgeMs: number, random: () => number = Math.random): number => Math.round(maxAgeMs * (1 - AGE_JITTER + (2 * AGE_JITTER * random())));
