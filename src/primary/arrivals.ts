@@ -207,7 +207,8 @@ export type RejectEnd =
 
 export interface ArrivalSummaryInput {
 	readonly figures: ArrivalFigures;
-	readonly end: RejectEnd;
+	/** Undefined: the drain was over before its reject phase would have ended (nothing was left to refuse for). */
+	readonly end: RejectEnd | undefined;
 	readonly timeline: Timeline;
 	/** Some worker with a drained server reported its arrivals. */
 	readonly reported: boolean;
@@ -219,6 +220,7 @@ export interface ArrivalSummaryInput {
 /** `drain finished`'s arrival figures, and what the operator should make of them (`advice`). */
 export function arrivalSummary({figures, end, timeline, reported, uncounted, logger}: ArrivalSummaryInput): Record<string, unknown> {
 	let advice: string;
+	const ended = {rejectEnd: end?.by ?? null, rejectEndedMs: end?.atMs ?? null};
 	if (!reported) {
 		// Unknown, not none: a worker with no server to drain counts nothing.
 		return {
@@ -226,8 +228,7 @@ export function arrivalSummary({figures, end, timeline, reported, uncounted, log
 			lastArrivalFrom: null,
 			arrivals: null,
 			arrivalsBySecond: null,
-			rejectEnd: end.by,
-			rejectEndedMs: end.atMs,
+			...ended,
 			...(uncounted > 0 ? {arrivalsUncounted: uncounted} : {}),
 			advice: 'no arrival figures: no worker reported any (a worker with no server to drain counts nothing)',
 		};
@@ -235,6 +236,8 @@ export function arrivalSummary({figures, end, timeline, reported, uncounted, log
 
 	if (figures.lastMs === null) {
 		advice = 'no app request arrived after the signal: the load balancer had stopped already (a preStop hook, or readiness)';
+	} else if (end === undefined) {
+		advice = `the last app request came ${(figures.lastMs / 1000).toFixed(1)} s after the signal; the drain was over before its reject phase would have ended`;
 	} else if (figures.lastMs > end.atMs) {
 		// Only a connection still open can bring one then (a keep-alive client,
 		// a request pipelined behind a slow response): answered 503 and closed.
@@ -258,9 +261,8 @@ export function arrivalSummary({figures, end, timeline, reported, uncounted, log
 		// Every second up to the reject phase's end, the quiet ones too, or
 		// to the last arrival's if later (a request pipelined behind a slow
 		// response, refused in the closing phase): they add up to `arrivals`.
-		arrivalsBySecond: Array.from({length: Math.max(Math.ceil(end.atMs / 1000), Math.floor((figures.lastMs ?? 0) / 1000) + 1)}, (_, second) => figures.bySecond[second] ?? 0),
-		rejectEnd: end.by,
-		rejectEndedMs: end.atMs,
+		arrivalsBySecond: Array.from({length: Math.max(Math.ceil((end?.atMs ?? 0) / 1000), Math.floor((figures.lastMs ?? 0) / 1000) + 1)}, (_, second) => figures.bySecond[second] ?? 0),
+		...ended,
 		...(uncounted > 0 ? {arrivalsUncounted: uncounted} : {}),
 		advice,
 	};

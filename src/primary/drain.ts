@@ -324,7 +324,7 @@ export class ClusterDrain {
 				strandedConnections: this.stranded,
 				...arrivalSummary({
 					figures: this.arrivals,
-					end: this.rejectEnd ?? {by: 'period', atMs: rejectEndsAt(this.options.timeline)},
+					end: this.rejectEnd ?? (durationMs < rejectEndsAt(this.options.timeline) ? undefined : {by: 'period', atMs: rejectEndsAt(this.options.timeline)}),
 					timeline: this.options.timeline,
 					reported: this.workers.some(record => counted(record) && record.report?.arrivals !== undefined),
 					// A worker that died during the drain took its last arrivals with it; one with nothing to drain never counted.

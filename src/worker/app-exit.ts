@@ -51,8 +51,10 @@ export function exitOurselves(code: number): never {
  */
 export class ExitWatch {
 	private running: string | undefined;
+	/** The exit code when `running` began: a failing one was named already, and is not its doing. */
+	private codeBefore: number | undefined;
 	private readonly onExit = (code: number): void => {
-		if (this.running !== undefined && !exitingOurselves && isFailingCode(code)) {
+		if (this.running !== undefined && !exitingOurselves && isFailingCode(code) && code !== this.codeBefore) {
 			this.logger.error({hook: this.running, exitCode: code}, 'the app\'s shutdown exited with a failing code');
 		}
 	};
@@ -65,11 +67,13 @@ export class ExitWatch {
 	/** What runs from now to the exit: listeners nothing awaits (the basic drain's), or those of a process that ends by itself. */
 	blame(name: string): void {
 		this.running = name;
+		this.codeBefore = appExitCode();
 	}
 
 	async around<T>(name: string, run: () => Promise<T>): Promise<T> {
 		const before = appExitCode();
 		this.running = name;
+		this.codeBefore = before;
 		try {
 			return await run();
 		} finally {

@@ -32,10 +32,11 @@ export const RETIRE_STREAM = eventStream(eventStreamRetryBody(RETIRE_RETRY_MS));
  */
 export const RETIRE_UPGRADE_BYTES = rawServiceUnavailable(0, RETIRE_UPGRADE_BODY);
 
-const serviceUnavailable = (retryAfterSeconds: number, body: Buffer, connection: 'close' | 'keep-alive' = 'close'): Answer => ({
+/** `close`: the connection ends after it; `client`: as the request asked (Node's keep-alive rules). */
+const serviceUnavailable = (retryAfterSeconds: number, body: Buffer, connection: 'close' | 'client' = 'close'): Answer => ({
 	status: 503,
 	headers: [
-		'Connection', connection,
+		...(connection === 'close' ? ['Connection', 'close'] : []),
 		'Retry-After', String(retryAfterSeconds),
 		'Content-Type', 'text/plain; charset=utf-8',
 		'Content-Length', String(body.length),
@@ -50,7 +51,8 @@ export class DrainAnswers {
 	readonly eventStream: Answer;
 	readonly rejectUpgrade: Buffer;
 	/**
-	 * `--max-event-loop-delay`: a 503 with its own body that keeps the connection. A
+	 * `--max-event-loop-delay`: a 503 with its own body that keeps the connection, unless
+	 * the client asked for its end (HTTP/1.0, `Connection: close`). A
 	 * close would send each shed client back through node:cluster's hand-off, which
 	 * waits on this busy worker's loop for every new connection: at 4x capacity a third
 	 * of the requests then timed out, none with the connection kept (bench/capacity.js).
@@ -62,7 +64,7 @@ export class DrainAnswers {
 
 	constructor(retryAfterSeconds: number) {
 		this.reject = serviceUnavailable(retryAfterSeconds, REJECT_BODY);
-		this.shed = serviceUnavailable(retryAfterSeconds, SHED_BODY, 'keep-alive');
+		this.shed = serviceUnavailable(retryAfterSeconds, SHED_BODY, 'client');
 		this.shedClosing = serviceUnavailable(retryAfterSeconds, SHED_BODY);
 		this.shedUpgrade = rawServiceUnavailable(retryAfterSeconds, SHED_BODY);
 		this.eventStream = eventStream(eventStreamRetryBody(retryAfterSeconds * 1000));

@@ -58,8 +58,8 @@ export function runStandalone(drain: ProcessDrain, logger: Logger, timeline: Tim
 
 				// The process ends by itself, bounded by the deadline but not kept alive by it.
 				deadline?.unref();
-				new ExitWatch(logger).blame('the app\'s beforeExit or exit listeners');
 				process.exitCode = code;
+				new ExitWatch(logger).blame('the app\'s beforeExit or exit listeners');
 			});
 		},
 	});

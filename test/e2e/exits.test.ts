@@ -6,6 +6,10 @@ import {fixture, start, startCluster, type Proc} from '../helpers/cluster.js';
 import {client} from '../helpers/http.js';
 
 const primaryFinished = (app: Proc) => app.lines.find(line => line.role === 'primary' && line.msg === 'drain finished');
+/** Blamed on the app's exit-time listeners: the code named already is not theirs. */
+const blamedOnExitListeners = (app: Proc) => app.lines.filter(line => line.msg === 'the app\'s shutdown exited with a failing code' && line['hook'] === 'the app\'s beforeExit or exit listeners');
+/** graceful-cluster's own last line: `drain finished`, written last. */
+const lastOwnLine = (app: Proc) => app.lines.filter(line => line.role !== 'fixture').at(-1)?.msg;
 const named = (app: Proc) => app.lines.filter(line => line.msg === 'the app\'s shutdown set a failing exit code (process.exitCode)').map(line => [line['hook'], line['exitCode']]);
 
 test('an async onShutdown hook that sets process.exitCode = 2: a failed shutdown, the hook and the code named, exit 7', async t => {
@@ -15,6 +19,7 @@ test('an async onShutdown hook that sets process.exitCode = 2: a failed shutdown
 	t.deepEqual(named(app), [['reportFailure', 2], ['reportFailure', 2]]);
 	t.is(app.lines.filter(line => line.msg === 'a shutdown hook exited the worker with a failure' && line['code'] === 2).length, 2);
 	t.like(primaryFinished(app), {level: 'error', outcome: 'hooks-failed', hooksFailed: 2, workersLost: 0, exitCode: 7});
+	t.deepEqual(blamedOnExitListeners(app), []);
 });
 
 test('standalone: the same hook: the process exits 2, as under plain Node, and drain finished says so', async t => {
@@ -24,6 +29,8 @@ test('standalone: the same hook: the process exits 2, as under plain Node, and d
 	t.is((await app.exited).code, 2, app.text());
 	t.deepEqual(named(app), [['reportFailure', 2]]);
 	t.like(app.lines.find(line => line.msg === 'drain finished'), {level: 'error', outcome: 'hooks-failed', hooksFailed: 1, exitCode: 2});
+	t.deepEqual(blamedOnExitListeners(app), [], 'the code is the hook\'s, named already');
+	t.is(lastOwnLine(app), 'drain finished');
 });
 
 test('the app\'s own SIGTERM listener that sets process.exitCode once its server closed: named with the code, exit 7; standalone exits 2', async t => {
@@ -39,6 +46,9 @@ test('the app\'s own SIGTERM listener that sets process.exitCode once its server
 	t.is((await alone.exited).code, 2, alone.text());
 	t.deepEqual(named(alone), [['SIGTERM listener closeAndReport', 2]]);
 	t.like(alone.lines.find(line => line.msg === 'drain finished'), {outcome: 'hooks-failed', exitCode: 2});
+	t.deepEqual(blamedOnExitListeners(app), []);
+	t.deepEqual(blamedOnExitListeners(alone), [], 'the code is the listener\'s, named already');
+	t.is(lastOwnLine(alone), 'drain finished');
 });
 
 test('an unchanged app whose client disconnects on beforeExit (Prisma): the 300 ms disconnect completes in every worker before it exits, then its exit listener runs; exit 0', async t => {

@@ -659,6 +659,16 @@ test('drain: no worker had a server to drain, but they listened: served, aborted
 	t.like(p.line('drain finished'), {outcome: 'uncounted', exitCode: 0, served: null, aborted: null, rejected: null, responsesCut: null, uncounted: ['127.0.0.1:7000']});
 });
 
+test('drain: queue consumers that leave at once end the drain before its reject phase would have: no reject end is reported, the figures are 0 (no HTTP served), not unknown', async t => {
+	const p = primary({workers: 1});
+	const [a] = p.cluster.workers;
+	p.edges.signal('SIGTERM');
+	p.clock.advance(500);
+	a!.exit(0);
+	t.is(await p.done, ExitCode.OK);
+	t.like(p.line('drain finished'), {outcome: 'clean', durationMs: 500, served: 0, rejectEnd: null, rejectEndedMs: null, uncounted: []});
+});
+
 test('drain: workers that never listen (queue consumers) have nothing uncounted: clean', async t => {
 	const p = primary({workers: 1});
 	const [a] = p.cluster.workers;

@@ -106,7 +106,7 @@ test('a sample over the limit sheds new requests: 503 + Retry-After at once, the
 	connection.socket.destroy();
 });
 
-test('while shedding, a POST\'s body is read and its connection kept; one sent with Expect: 100-continue (its body may still come) gets the 503 and the close', async t => {
+test('while shedding, a POST\'s body is read and its connection kept; a client that asks for the close gets it; one sent with Expect: 100-continue (its body may still come) gets the 503 and the close', async t => {
 	const r = await rig(t);
 	r.drain.loopSample(250);
 	const posting = await RawConnection.open(r.port);
@@ -116,7 +116,15 @@ test('while shedding, a POST\'s body is read and its connection kept; one sent w
 	r.drain.loopSample(50);
 	t.is((await posting.request('/next')).body, 'app', 'the body was read whole: the next request parses');
 
+	// A client that asks for the close gets it, as from Node itself.
 	r.drain.loopSample(250);
+	const closing = await RawConnection.open(r.port);
+	closing.socket.write('GET /bye HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+	const bye = await closing.readResponse();
+	t.is(bye.status, 503);
+	t.is(bye.headers['connection'], 'close');
+	t.is(await closing.closedByServer(), 'fin');
+
 	const expecting = await RawConnection.open(r.port);
 	expecting.socket.write('POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n');
 	const answer = await expecting.readResponse();
